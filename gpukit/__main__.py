@@ -1,0 +1,24 @@
+"""Command line: ``python -m gpukit doctor`` prints the environment report for workshop attendees."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .report import environment_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpukit", description="Helpers for the GPU Python book.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    doctor = commands.add_parser("doctor", help="check this machine for the lessons and say how to fix problems")
+    doctor.add_argument("--markdown", action="store_true", help="print a Markdown table instead of text")
+    args = parser.parse_args(argv)
+
+    report = environment_report()
+    print(report.to_markdown() if args.markdown else report.to_text())
+    return 0 if report.ready else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

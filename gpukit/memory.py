@@ -1,0 +1,99 @@
+"""Memory arithmetic: how many bytes an array needs, and how many a device has free."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from numbers import Integral
+
+import numpy as np
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def _itemsize(dtype) -> int:
+    """Bytes per element for a NumPy, torch or JAX dtype, or a name such as ``"float32"``."""
+    itemsize = getattr(dtype, "itemsize", None)  # torch.dtype and np.dtype both carry it
+    if isinstance(itemsize, int):
+        return itemsize
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError as error:
+        raise TypeError(f"unknown dtype {dtype!r}; use e.g. 'float32', numpy.float64 or torch.float16") from error
+
+
+def nbytes(shape, dtype="float32") -> int:
+    """Bytes needed by an array of ``shape`` and ``dtype`` (data only, no allocator overhead)."""
+    if isinstance(shape, Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError as error:
+        raise TypeError(f"shape must be a whole number or a sequence of them, not {shape!r}") from error
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 0:
+            raise ValueError(f"every dimension must be a whole number >= 0; got {dim!r} in shape {shape!r}")
+    return math.prod(int(d) for d in dims) * _itemsize(dtype)
+
+
+def human_bytes(count) -> str:
+    """``1536`` -> ``'1.50 KiB'``: binary units, as ``nvidia-smi`` and the allocator report them."""
+    if isinstance(count, bool) or not isinstance(count, (Integral, float)) or not math.isfinite(count) or count < 0:
+        raise ValueError(f"a byte count must be a finite number >= 0, not {count!r}")
+    value = float(count)
+    for unit in _UNITS:
+        if value < 1024 or unit == _UNITS[-1]:
+            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Free and total bytes of a device; either may be ``None`` where the system does not say."""
+
+    device: str
+    free: int | None
+    total: int | None
+
+    def __str__(self) -> str:
+        free = "unknown" if self.free is None else human_bytes(self.free)
+        total = "unknown" if self.total is None else human_bytes(self.total)
+        return f"{self.device}: {free} free of {total}"
+
+
+def device_memory(device: str) -> DeviceMemory:
+    """Free and total memory of ``device`` (``cpu`` is the machine's RAM)."""
+    from .device import _is_available, validate_device
+
+    device = validate_device(device)
+    if not _is_available(device):
+        raise RuntimeError(f"device {device!r} is not available here")
+    if device.startswith("cuda"):
+        import torch
+
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        return DeviceMemory(device, int(free), int(total))
+    if device == "mps":
+        import torch
+
+        # MPS shares the machine's memory; Metal states how much it recommends one process use.
+        total = int(torch.mps.recommended_max_memory())
+        return DeviceMemory(device, max(total - int(torch.mps.driver_allocated_memory()), 0), total)
+    return DeviceMemory("cpu", *_host_memory())
+
+
+def _host_memory() -> tuple[int | None, int | None]:
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        info = psutil.virtual_memory()
+        return int(info.available), int(info.total)
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return page * os.sysconf("SC_AVPHYS_PAGES"), page * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None, None

@@ -1,0 +1,223 @@
+"""The environment report: what this machine offers the lessons, what is missing, and how to fix it.
+
+Run it as ``python -m gpukit doctor`` from a terminal, or call :func:`environment_report` in a notebook.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import device as _device
+from .memory import device_memory, human_bytes
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# (import name, distribution name, what the book uses it for)
+CORE_LIBRARIES = (
+    ("numpy", "numpy", "arrays on the CPU"),
+    ("torch", "torch", "tensors on CUDA, MPS and the CPU"),
+    ("jax", "jax", "the JAX chapter"),
+    ("matplotlib", "matplotlib", "plots"),
+    ("pandas", "pandas", "tables of results"),
+    ("threadpoolctl", "threadpoolctl", "controlling BLAS threads"),
+    ("tqdm", "tqdm", "progress bars"),
+)
+GPU_LIBRARIES = (("cupy", "cupy-cuda12x", "the CuPy chapter (NVIDIA GPUs only)"),)
+
+OK, PROBLEM, NOTE = "ok", "problem", "note"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report. ``fix`` is the exact command that resolves a problem."""
+
+    topic: str
+    status: str
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class Report:
+    device: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == PROBLEM]
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems
+
+    def to_text(self) -> str:
+        width = max(len(f.topic) for f in self.findings)
+        lines = []
+        for f in self.findings:
+            mark = {OK: "ok  ", PROBLEM: "FIX ", NOTE: "note"}[f.status]
+            lines.append(f"[{mark}] {f.topic:<{width}}  {f.detail}")
+            if f.fix:
+                lines.append(f"       {'':<{width}}  -> {f.fix}")
+        verdict = "Ready: nothing to fix." if self.ready else f"{len(self.problems)} problem(s) to fix (see FIX lines)."
+        return "\n".join([f"Lessons will run on: {self.device}", *lines, verdict])
+
+    def to_markdown(self) -> str:
+        rows = ["| | topic | finding | fix |", "|---|---|---|---|"]
+        for f in self.findings:
+            mark = {OK: "✅", PROBLEM: "❌", NOTE: "ℹ️"}[f.status]
+            detail = f.detail.replace("|", "\\|")
+            fix = f"`{f.fix}`" if f.fix else ""
+            rows.append(f"| {mark} | {f.topic} | {detail} | {fix} |")
+        return "\n".join(rows)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def pinned_requirement(distribution: str) -> str:
+    """The line of the book's ``requirements*.txt`` that pins ``distribution``, else its bare name."""
+    pattern = re.compile(rf"^{re.escape(distribution)}(\[[^\]]*\])?\s*==", re.IGNORECASE)
+    for name in ("requirements.txt", "requirements-gpu.txt"):
+        path = REPO_ROOT / name
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if pattern.match(line.strip()):
+                    return line.split("#", 1)[0].strip()
+    return distribution
+
+
+def install_command(distribution: str) -> str:
+    return f'{Path(sys.executable).name} -m pip install "{pinned_requirement(distribution)}"'
+
+
+def library_version(import_name: str) -> str | None:
+    """The version of an importable library, or ``None`` when it cannot be imported."""
+    try:
+        module = importlib.import_module(import_name)
+    except Exception:  # noqa: BLE001 - a broken install is as unusable as a missing one
+        return None
+    return getattr(module, "__version__", None) or importlib.metadata.version(import_name)
+
+
+def nvidia_smi_gpus() -> list[str] | None:
+    """GPU names and memory as ``nvidia-smi`` lists them; ``None`` when the command is absent or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _machine_findings() -> list[Finding]:
+    ram = device_memory("cpu")
+    return [
+        Finding("python", OK, f"{platform.python_version()} ({sys.executable})"),
+        Finding("machine", OK, f"{platform.system()} {platform.machine()}, {_device.describe_device('cpu')}"),
+        Finding("memory", OK, f"{human_bytes(ram.total)} RAM, {human_bytes(ram.free)} available"
+                if ram.total else "RAM size unknown"),
+    ]
+
+
+def _library_findings() -> list[Finding]:
+    findings = []
+    for import_name, dist, purpose in CORE_LIBRARIES:
+        version = library_version(import_name)
+        if version is None:
+            findings.append(Finding(import_name, PROBLEM, f"missing; needed for {purpose}", install_command(dist)))
+        else:
+            findings.append(Finding(import_name, OK, version))
+    return findings
+
+
+def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
+    findings = []
+    torch_version = library_version("torch")
+    if smi_gpus:
+        findings.append(Finding("nvidia-smi", OK, "; ".join(smi_gpus)))
+    else:
+        findings.append(Finding("nvidia-smi", NOTE, "no NVIDIA GPU visible (command absent or lists none)"))
+
+    if torch_version is not None:
+        import torch
+
+        if _device.cuda_available():
+            for i in range(torch.cuda.device_count()):
+                findings.append(Finding(f"torch cuda:{i}", OK, _device.describe_device(f"cuda:{i}")))
+        elif smi_gpus:
+            build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            findings.append(Finding(
+                "torch + GPU", PROBLEM,
+                f"nvidia-smi sees a GPU but torch ({build}) cannot use it",
+                f"{Path(sys.executable).name} -m pip install --force-reinstall \"{pinned_requirement('torch')}\"",
+            ))
+        else:
+            findings.append(Finding("torch cuda", NOTE, "no CUDA device (torch build: "
+                                    f"{'CUDA ' + torch.version.cuda if torch.version.cuda else 'CPU only'})"))
+        if _device.mps_available():
+            findings.append(Finding("torch mps", OK, _device.describe_device("mps")))
+        elif sys.platform == "darwin":
+            findings.append(Finding("torch mps", NOTE, "MPS not available (needs Apple silicon and macOS 12.3+)"))
+
+    if library_version("jax") is not None:
+        import jax
+
+        backend = jax.default_backend()
+        if smi_gpus and backend == "cpu":
+            findings.append(Finding("jax", PROBLEM, "a GPU is visible but JAX runs on the CPU",
+                                    f"{Path(sys.executable).name} -m pip install -r requirements-gpu.txt"))
+        else:
+            findings.append(Finding("jax devices", OK if backend != "cpu" else NOTE,
+                                    ", ".join(str(d) for d in jax.devices())))
+
+    for import_name, dist, purpose in GPU_LIBRARIES:
+        version = library_version(import_name)
+        if version is None:
+            status = PROBLEM if smi_gpus else NOTE
+            fix = install_command(dist) if smi_gpus else None
+            findings.append(Finding(import_name, status, f"not installed; used by {purpose}", fix))
+        else:
+            import cupy
+
+            usable = cupy.cuda.is_available()
+            findings.append(Finding(import_name, OK if usable else NOTE,
+                                    f"{version}, {'GPU usable' if usable else 'no usable GPU: lessons use NumPy'}"))
+    return findings
+
+
+def environment_report() -> Report:
+    """Probe this machine and the installed libraries. Probing never raises: failures become findings."""
+    try:
+        chosen = _device.describe_device(_device.pick_device())
+        device_finding = Finding("device", OK, f"lessons pick {chosen}")
+    except (RuntimeError, ValueError) as error:
+        chosen = "no usable device"
+        device_finding = Finding("device", PROBLEM, str(error), "unset GPUKIT_DEVICE / GPUKIT_REQUIRE_GPU or fix the GPU")
+    findings = [device_finding, *_machine_findings(), *_library_findings(), *_gpu_findings(nvidia_smi_gpus())]
+    for variable in (_device.DEVICE_ENV, _device.REQUIRE_GPU_ENV, "CUDA_VISIBLE_DEVICES"):
+        if variable in os.environ:
+            findings.append(Finding(variable, NOTE, f"set to {os.environ[variable]!r}"))
+    return Report(device=chosen, findings=findings)
+
+
+def build_summary() -> dict[str, str]:
+    """Short strings a book page can show about the machine that built it."""
+    versions = {name: library_version(name) for name, _, _ in CORE_LIBRARIES}
+    return {
+        "device": _device.describe_device(_device.pick_device()),
+        "python": platform.python_version(),
+        "libraries": ", ".join(f"{name} {version}" for name, version in versions.items() if version),
+    }

@@ -1,0 +1,113 @@
+import pytest
+
+from gpukit import device as dev
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    monkeypatch.delenv(dev.DEVICE_ENV, raising=False)
+    monkeypatch.delenv(dev.REQUIRE_GPU_ENV, raising=False)
+
+
+def fake_hardware(monkeypatch, cuda=False, mps=False, cuda_count=1):
+    monkeypatch.setattr(dev, "cuda_available", lambda: cuda)
+    monkeypatch.setattr(dev, "mps_available", lambda: mps)
+
+    class FakeCuda:
+        @staticmethod
+        def device_count():
+            return cuda_count if cuda else 0
+
+    class FakeTorch:
+        cuda = FakeCuda
+
+    monkeypatch.setattr(dev, "_torch", lambda: FakeTorch)
+
+
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [(True, True, "cuda"), (True, False, "cuda"), (False, True, "mps"), (False, False, "cpu")],
+)
+def test_preference_order_is_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, expected):
+    fake_hardware(monkeypatch, cuda=cuda, mps=mps)
+    assert dev.pick_device() == expected
+
+
+def test_environment_variable_overrides_the_automatic_choice(monkeypatch):
+    fake_hardware(monkeypatch, cuda=True)
+    monkeypatch.setenv(dev.DEVICE_ENV, "CPU")
+    assert dev.pick_device() == "cpu"
+
+
+def test_argument_overrides_environment_variable(monkeypatch):
+    fake_hardware(monkeypatch, cuda=True, cuda_count=2)
+    monkeypatch.setenv(dev.DEVICE_ENV, "cpu")
+    assert dev.pick_device("cuda:1") == "cuda:1"
+
+
+def test_unknown_device_string_is_named_in_the_error(monkeypatch):
+    fake_hardware(monkeypatch)
+    with pytest.raises(ValueError, match="'gpu0'"):
+        dev.pick_device("gpu0")
+    monkeypatch.setenv(dev.DEVICE_ENV, "tpu")
+    with pytest.raises(ValueError, match="'tpu'"):
+        dev.pick_device()
+
+
+def test_non_string_device_is_a_type_error():
+    with pytest.raises(TypeError, match="int 0"):
+        dev.validate_device(0)
+
+
+def test_requesting_an_absent_device_fails_instead_of_falling_back(monkeypatch):
+    fake_hardware(monkeypatch, cuda=True, cuda_count=1)
+    with pytest.raises(RuntimeError, match="'cuda:3'.*not available.*cuda:0, cpu"):
+        dev.pick_device("cuda:3")
+    with pytest.raises(RuntimeError, match="'mps'"):
+        dev.pick_device("mps")
+
+
+def test_require_gpu_turns_a_cpu_choice_into_an_error(monkeypatch):
+    fake_hardware(monkeypatch)
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "1")
+    with pytest.raises(dev.NoGPUError, match="GPUKIT_REQUIRE_GPU"):
+        dev.pick_device()
+    with pytest.raises(dev.NoGPUError):
+        dev.announce_device()
+
+
+def test_require_gpu_passes_when_a_gpu_is_there(monkeypatch):
+    fake_hardware(monkeypatch, mps=True)
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "yes")
+    assert dev.pick_device() == "mps"
+
+
+@pytest.mark.parametrize("value", ["0", "false", "", "no"])
+def test_require_gpu_off_values(monkeypatch, value):
+    fake_hardware(monkeypatch)
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, value)
+    assert dev.pick_device() == "cpu"
+
+
+def test_unreadable_require_gpu_value_is_an_error(monkeypatch):
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "maybe")
+    with pytest.raises(ValueError, match="'maybe'"):
+        dev.gpu_required()
+
+
+def test_available_devices_always_ends_with_the_cpu(monkeypatch):
+    fake_hardware(monkeypatch, cuda=True, cuda_count=2, mps=False)
+    assert dev.available_devices() == ["cuda:0", "cuda:1", "cpu"]
+
+
+def test_announce_device_prints_the_real_choice(capsys):
+    chosen = dev.announce_device()
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"Running on {chosen}")
+
+
+def test_skip_unless_prints_the_reason_only_when_skipping(capsys):
+    assert dev.skip_unless(True, "not shown") is True
+    assert capsys.readouterr().out == ""
+    assert dev.skip_unless(False, "pinned memory needs CUDA") is False
+    assert capsys.readouterr().out == "Skipped: pinned memory needs CUDA\n"
