@@ -205,7 +205,8 @@ def environment_report() -> Report:
         device_finding = Finding("device", OK, f"lessons pick {chosen}")
     except (RuntimeError, ValueError) as error:
         chosen = "no usable device"
-        device_finding = Finding("device", PROBLEM, str(error), "unset GPUKIT_DEVICE / GPUKIT_REQUIRE_GPU or fix the GPU")
+        # Either run where the requested GPU exists, or drop the request:
+        device_finding = Finding("device", PROBLEM, str(error), f"unset {_device.DEVICE_ENV} {_device.REQUIRE_GPU_ENV}")
     findings = [device_finding, *_machine_findings(), *_library_findings(), *_gpu_findings(nvidia_smi_gpus())]
     for variable in (_device.DEVICE_ENV, _device.REQUIRE_GPU_ENV, "CUDA_VISIBLE_DEVICES"):
         if variable in os.environ:

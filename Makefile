@@ -1,0 +1,49 @@
+# The book's commands. `make book` and `make test` are all a newcomer needs; both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+BOOK_FLAGS := -W -n --keep-going --all
+PORT ?= 8000
+# Kernels started by the build and the tests keep their state inside the project, not in $HOME.
+export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
+export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
+
+.PHONY: setup book serve test lint bench clean help
+
+help:
+	@echo "make book   - set up .venv and build the book into _build/html"
+	@echo "make test   - set up .venv and run every test (lint, package, notebooks, offline build, browser)"
+	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
+	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests)"
+	@echo "make clean  - remove _build (keeps .venv)"
+
+setup: $(INSTALLED)
+
+$(INSTALLED): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed; run make with PYTHON=/path/to/python3.x")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
+	@touch $@
+
+book: setup
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+	@echo
+	@echo "The book is in _build/html (open _build/html/index.html). To view it: make serve"
+
+serve:
+	@test -f _build/html/index.html || { echo "No book built yet: run 'make book' first."; exit 1; }
+	@echo "Serving the book on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
+	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+lint: setup
+	$(BIN)/ruff check gpukit tests notebooks _ext scripts
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python scripts/benchmark_pipeline.py
+
+clean:
+	rm -rf _build

@@ -1,0 +1,100 @@
+"""Every lesson notebook follows the conventions in CONTRIBUTING.md (nbval executes them separately)."""
+
+import json
+import re
+
+import pytest
+from booktoc import ROOT, toc_files
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHECKED = "nbval-check-output"
+KEPT = "keep_output"
+
+
+def load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def tags(cell):
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def markdown(nb):
+    return "\n".join(source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found in notebooks/"
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
+def notebook(request):
+    return request.param, load(request.param)
+
+
+def test_name_is_numbered_and_listed_in_the_toc(notebook):
+    path, _ = notebook
+    assert re.fullmatch(r"\d\d-[a-z0-9-]+\.ipynb", path.name)
+    assert f"notebooks/{path.stem}" in toc_files()
+
+
+def test_no_stray_outputs(notebook):
+    path, nb = notebook
+    stray = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and c.get("outputs")
+             and KEPT not in tags(c)]
+    assert not stray, f"{path.name}: cells {stray} carry outputs; strip them (pre-commit runs nbstripout)"
+
+
+def test_has_checked_cells_with_reference_outputs(notebook):
+    path, nb = notebook
+    checked = [c for c in code_cells(nb) if CHECKED in tags(c)]
+    assert checked, f"{path.name}: no cell tagged {CHECKED}"
+    for cell in checked:
+        assert KEPT in tags(cell), f"{path.name}: checked cell without {KEPT}: {source(cell)[:60]!r}"
+        assert cell.get("outputs") and cell.get("execution_count"), (
+            f"{path.name}: checked cell has no stored output or count: {source(cell)[:60]!r}"
+        )
+
+
+def test_kernel_and_time_limit(notebook):
+    path, nb = notebook
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    timeout = nb["metadata"].get("mystnb", {}).get("execution_timeout")
+    assert isinstance(timeout, int) and 0 < timeout <= 900, f"{path.name}: set mystnb.execution_timeout"
+
+
+def test_lesson_frame(notebook):
+    path, nb = notebook
+    first = source(nb["cells"][0])
+    for word in ("Objectives", "Prerequisites", "Time"):
+        assert word in first, f"{path.name}: the first cell must state {word}"
+    assert "Key points" in source(nb["cells"][-1]), f"{path.name}: the last cell must list the key points"
+
+
+def test_first_code_cell_picks_and_prints_the_device(notebook):
+    path, nb = notebook
+    first_code = source(code_cells(nb)[0])
+    assert "announce_device(" in first_code, f"{path.name}: the first code cell must call announce_device()"
+
+
+def test_every_exercise_has_a_hidden_solution(notebook):
+    path, nb = notebook
+    text = markdown(nb)
+    exercises = re.findall(r"```\{exercise\}[^\n]*\n:label: (\S+)", text)
+    solutions = re.findall(r"```\{solution-start\} (\S+)\n:class: dropdown", text)
+    assert exercises, f"{path.name}: a lesson needs at least one exercise"
+    assert sorted(exercises) == sorted(solutions), f"{path.name}: exercises {exercises} vs solutions {solutions}"
+
+
+def test_no_typed_speedups_in_prose(notebook):
+    path, nb = notebook
+    typed = re.findall(r"\b\d+(?:\.\d+)?\s*(?:x|×)\s+(?:faster|speed)", markdown(nb))
+    assert not typed, f"{path.name}: speed-ups in prose must be glued from the run or quoted with a source: {typed}"
