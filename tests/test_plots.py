@@ -1,0 +1,70 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from gpukit.plots import plot_fraction_of_peak, plot_sweep  # noqa: E402
+
+SWEEP = pd.DataFrame({"case": ["cpu", "gpu", "cpu", "gpu"], "n": [10, 10, 100, 100],
+                      "median_s": [1e-4, 1e-3, 1e-2, 1e-3]})
+
+
+def test_plot_sweep_draws_time_and_speedup_on_log_axes():
+    fig = plot_sweep(SWEEP, baseline="cpu", title="t")
+    time_ax, speed_ax = fig.axes
+    assert time_ax.get_xscale() == time_ax.get_yscale() == "log"
+    assert speed_ax.get_yscale() == "log"
+    assert [line.get_label() for line in time_ax.get_lines()] == ["cpu", "gpu"]
+    gpu_speedup = next(line for line in speed_ax.get_lines() if line.get_label() == "gpu").get_ydata()
+    assert list(gpu_speedup) == pytest.approx([0.1, 10.0])
+    plt.close(fig)
+
+
+def test_plot_sweep_without_baseline_has_one_panel():
+    fig = plot_sweep(SWEEP)
+    assert len(fig.axes) == 1
+    plt.close(fig)
+
+
+def test_plot_sweep_leaves_matplotlib_interactive_setting_alone():
+    before = matplotlib.is_interactive()
+    plt.close(plot_sweep(SWEEP, baseline="cpu"))
+    assert matplotlib.is_interactive() == before
+
+
+def test_plot_sweep_rejects_bad_tables():
+    with pytest.raises(ValueError, match="median_s"):
+        plot_sweep(pd.DataFrame({"case": ["a"], "n": [1]}))
+    with pytest.raises(TypeError, match="DataFrame"):
+        plot_sweep([1, 2])
+    with pytest.raises(ValueError, match="'tpu'"):
+        plot_sweep(SWEEP, baseline="tpu")
+
+
+def test_plot_fraction_of_peak_skips_unknown_peaks():
+    fig = plot_fraction_of_peak({"matmul": 0.5, "copy": None, "exp": 0.1})
+    assert len(fig.axes[0].patches) == 2
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("bad", [{}, [0.5], {"x": -0.1}, {"x": "half"}])
+def test_plot_fraction_of_peak_rejects_bad_input(bad):
+    with pytest.raises(ValueError):
+        plot_fraction_of_peak(bad)
+
+
+def test_speedup_axis_labels_are_plain_numbers():
+    import pandas as pd
+
+    from gpukit.plots import plot_sweep
+
+    rows = [{"case": "a", "n": n, "median_s": 1.0} for n in (1, 10, 100)]
+    rows += [{"case": "b", "n": n, "median_s": t} for n, t in ((1, 100.0), (10, 1.0), (100, 0.01))]
+    fig = plot_sweep(pd.DataFrame(rows), baseline="a")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels() if t.get_text()]
+    assert {"0.01", "1", "100"} <= set(labels)
+    assert not any("e" in label or "^" in label for label in labels), labels
