@@ -9,7 +9,7 @@ PORT ?= 8000
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
 
-.PHONY: setup book serve test lint bench clean help
+.PHONY: setup state-dirs book serve test lint bench clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
@@ -26,7 +26,10 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
 	@touch $@
 
-book: setup
+state-dirs:
+	@mkdir -p $(MPLCONFIGDIR) $(IPYTHONDIR)
+
+book: setup state-dirs
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo
 	@echo "The book is in _build/html (open _build/html/index.html). To view it: make serve"
@@ -39,7 +42,7 @@ serve:
 lint: setup
 	$(BIN)/ruff check gpukit tests notebooks _ext scripts
 
-test: lint
+test: lint state-dirs
 	$(BIN)/python -m pytest
 
 bench: setup
