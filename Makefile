@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BOOK_FLAGS := -W -n --keep-going --all
 PORT ?= 8000
+# jupyter-cache re-runs a notebook when its code changes, but it cannot see the code the notebooks import.
+# When gpukit or the pinned versions change, every cached output may be stale: drop the cache.
+EXECUTION_CACHE := _build/.jupyter_cache
+CACHE_MATCHES := _build/.cache-matches-gpukit
 # Kernels started by the build and the tests keep their state inside the project, not in $HOME.
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
@@ -29,7 +33,12 @@ $(INSTALLED): requirements.txt pyproject.toml
 state-dirs:
 	@mkdir -p $(MPLCONFIGDIR) $(IPYTHONDIR)
 
-book: setup state-dirs
+$(CACHE_MATCHES): $(wildcard gpukit/*.py) requirements.txt
+	@if [ -d $(EXECUTION_CACHE) ]; then echo "gpukit or requirements.txt changed: clearing the execution cache"; fi
+	@rm -rf $(EXECUTION_CACHE)
+	@mkdir -p $(@D) && touch $@
+
+book: setup state-dirs $(CACHE_MATCHES)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo
 	@echo "The book is in _build/html (open _build/html/index.html). To view it: make serve"
@@ -42,7 +51,7 @@ serve:
 lint: setup
 	$(BIN)/ruff check gpukit tests notebooks _ext scripts
 
-test: lint state-dirs
+test: lint state-dirs $(CACHE_MATCHES)
 	$(BIN)/python -m pytest
 
 bench: setup
