@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
-EXECUTED = re.compile(r"Executing notebook using local CWD \[mystnb\]: (\S+)")
+EXECUTED = re.compile(r"(\S+\.ipynb): Executing notebook")
 
 
 def run(label: str, command: list[str]) -> dict:
