@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .validation import require_positive_or_none, require_whole_number
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 PEAKS_CSV = DATA / "hardware-peaks.csv"
 CPUINFO = Path("/proc/cpuinfo")
@@ -144,8 +146,8 @@ def estimate_cpu_peak(dtype: str = "float32", cpuinfo: str | None = None, max_mh
     info = parse_cpuinfo(cpuinfo)
     if max_mhz is None:
         max_mhz = _read_max_mhz() or info["mhz"]
-    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
-        raise ValueError(f"cores must be a whole number >= 1, not {cores!r}")
+    if cores is not None:
+        require_whole_number("cores", cores, 1)
     cores = cores or info["cores"]
     usable = [entry for entry in _SIMD
               if entry[0] in info["flags"] and (entry[3] == 1 or "fma" in info["flags"])]
@@ -188,8 +190,7 @@ def copy_bandwidth(device: str = "cpu", nbytes: int = 256 * 2**20, repeats: int 
 
     from .timing import benchmark
 
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
-        raise ValueError(f"nbytes must be a whole number >= 1, not {nbytes!r}")
+    require_whole_number("nbytes", nbytes, 1)
     source = torch.ones(nbytes, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
     return benchmark(target.copy_, source, repeats=repeats, device=device, label=f"copy on {device}",
@@ -205,6 +206,5 @@ def against_peak(timing, peak_flops: float | None = None, peak_bytes_per_s: floa
     if not isinstance(timing, Timing):
         raise TypeError(f"expected a Timing from gpukit.benchmark, not {type(timing).__name__}")
     for name, value in (("peak_flops", peak_flops), ("peak_bytes_per_s", peak_bytes_per_s)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise ValueError(f"{name} must be a positive number or None, not {value!r}")
+        require_positive_or_none(name, value)
     return replace(timing, peak_flops=peak_flops, peak_bytes_per_s=peak_bytes_per_s)

@@ -9,6 +9,8 @@ from numbers import Integral
 
 import numpy as np
 
+from .validation import is_whole_number
+
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -25,14 +27,14 @@ def _itemsize(dtype) -> int:
 
 def nbytes(shape, dtype="float32") -> int:
     """Bytes needed by an array of ``shape`` and ``dtype`` (data only, no allocator overhead)."""
-    if isinstance(shape, Integral) and not isinstance(shape, bool):
+    if is_whole_number(shape):
         shape = (shape,)
     try:
         dims = tuple(shape)
     except TypeError as error:
         raise TypeError(f"shape must be a whole number or a sequence of them, not {shape!r}") from error
     for dim in dims:
-        if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 0:
+        if not is_whole_number(dim) or dim < 0:
             raise ValueError(f"every dimension must be a whole number >= 0; got {dim!r} in shape {shape!r}")
     return math.prod(int(d) for d in dims) * _itemsize(dtype)
 

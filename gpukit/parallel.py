@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .timing import Timing, benchmark
+from .validation import is_whole_number, require_whole_number
 
 ROOT_ENV = "GPUKIT_PROJECT_ROOT"
 LOOPBACK = "127.0.0.1"
@@ -76,9 +77,7 @@ def usable_cores() -> int:
 
 def thread_counts(cores: int | None = None) -> list[int]:
     """Thread counts worth measuring: 1, 2, then doubling up to ``cores`` (and ``cores`` itself)."""
-    cores = usable_cores() if cores is None else cores
-    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
-        raise ValueError(f"cores must be a whole number >= 1, not {cores!r}")
+    cores = require_whole_number("cores", usable_cores() if cores is None else cores, 1)
     counts = {1, 2, cores}
     step = 4
     while step < cores:
@@ -96,14 +95,13 @@ def blas_threads() -> int | None:
 
 
 def _random_square(n: int, seed: int = 0) -> np.ndarray:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the matrix size n must be a whole number >= 1, not {n!r}")
+    require_whole_number("the matrix size n", n, 1)
     return np.random.default_rng(seed).standard_normal((n, n))
 
 
 def _check_threads(threads: Sequence[int]) -> list[int]:
     threads = list(threads)
-    if not threads or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in threads):
+    if not threads or any(not is_whole_number(t) or t < 1 for t in threads):
         raise ValueError(f"threads must be a non-empty list of whole numbers >= 1, not {threads!r}")
     return threads
 
@@ -182,15 +180,13 @@ def fresh_python_blas_threads(before_import: dict[str, str] | None = None,
 
 def one_thread_env(threads: int = 1) -> dict[str, str]:
     """The environment that makes BLAS and OpenMP in a new worker process use ``threads`` threads."""
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a whole number >= 1, not {threads!r}")
+    require_whole_number("threads", threads, 1)
     return {name: str(threads) for name in THREAD_ENV_VARS}
 
 
 # -------------------------------------------------------------------------------------------- clusters
 def _check_workers(n, what: str) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of {what} must be a whole number >= 1, not {n!r}")
+    require_whole_number(f"the number of {what}", n, 1)
 
 
 def ipyparallel_cluster(n_engines: int, blas_threads_per_engine: int = 1):
@@ -337,9 +333,9 @@ def ridge_fold_errors(X, y, fold: int, n_folds: int, alphas: Iterable[float]) ->
     alphas = np.asarray(list(alphas), dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"X must be 2-d and y 1-d with one value per row of X; got shapes {X.shape} and {y.shape}")
-    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or not 2 <= n_folds <= X.shape[0]:
+    if not is_whole_number(n_folds) or not 2 <= n_folds <= X.shape[0]:
         raise ValueError(f"n_folds must be a whole number from 2 to the number of rows {X.shape[0]}, not {n_folds!r}")
-    if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < n_folds:
+    if not is_whole_number(fold) or not 0 <= fold < n_folds:
         raise ValueError(f"fold must be a whole number from 0 to {n_folds - 1}, not {fold!r}")
     if alphas.size == 0 or (alphas < 0).any():
         raise ValueError(f"alphas must be one or more penalties >= 0, not {alphas.tolist()!r}")

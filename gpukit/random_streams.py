@@ -12,28 +12,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
-def _check_count(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, not {value!r}")
-
-
-def _check_seed(seed) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"a seed must be a whole number >= 0, not {seed!r}")
+from .validation import require_whole_number
 
 
 def spawned_generators(seed: int, n_workers: int) -> list[np.random.Generator]:
     """One generator per worker from ``SeedSequence(seed).spawn(n_workers)``."""
-    _check_seed(seed)
-    _check_count("n_workers", n_workers)
+    require_whole_number("a seed", seed)
+    require_whole_number("n_workers", n_workers, 1)
     return [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(n_workers)]
 
 
 def jumped_generators(seed: int, n_workers: int) -> list[np.random.Generator]:
     """One generator per worker: PCG64 seeded with ``seed``, advanced by ``i`` x 2**127 steps for worker ``i``."""
-    _check_seed(seed)
-    _check_count("n_workers", n_workers)
+    require_whole_number("a seed", seed)
+    require_whole_number("n_workers", n_workers, 1)
     base = np.random.PCG64(seed)
     return [np.random.Generator(base.jumped(i)) for i in range(n_workers)]
 
@@ -43,8 +35,8 @@ def first_draws(generators: Sequence[np.random.Generator], size: int = 4, high: 
 
     Integers from NumPy's PCG64 are the same on every platform, so these rows can be compared anywhere.
     """
-    _check_count("size", size)
-    _check_count("high", high)
+    require_whole_number("size", size, 1)
+    require_whole_number("high", high, 1)
     if not generators or not all(isinstance(g, np.random.Generator) for g in generators):
         raise TypeError(f"expected a non-empty list of numpy.random.Generator, not {generators!r}")
     return np.stack([g.integers(0, high, size=size) for g in generators])
@@ -65,8 +57,8 @@ def torch_generators(seed: int, n_workers: int, device: str = "cpu") -> list:
     """
     import torch
 
-    _check_seed(seed)
-    _check_count("n_workers", n_workers)
+    require_whole_number("a seed", seed)
+    require_whole_number("n_workers", n_workers, 1)
     generators = []
     for child in np.random.SeedSequence(seed).spawn(n_workers):
         child_seed = int(child.generate_state(1, dtype=np.uint64)[0])

@@ -12,11 +12,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from numbers import Integral
 
 import pandas as pd
 
 from .timing import benchmark
+from .validation import is_whole_number, require_whole_number
 
 
 @contextmanager
@@ -25,8 +25,7 @@ def cpu_threads(count: int) -> Iterator[None]:
 
     The previous settings are restored on leaving the block, even after an error.
     """
-    if isinstance(count, bool) or not isinstance(count, Integral) or count < 1:
-        raise ValueError(f"a thread count must be a whole number >= 1, not {count!r}")
+    require_whole_number("a thread count", count, 1)
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -95,7 +94,7 @@ def _check_sizes(sizes: Iterable) -> list[int]:
     if not sizes:
         raise ValueError("sizes is empty; give at least one problem size")
     for n in sizes:
-        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+        if not is_whole_number(n) or n < 1:
             raise ValueError(f"every size must be a whole number >= 1, got {n!r} in {sizes!r}")
     return [int(n) for n in sizes]
 

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .validation import require_positive_or_none, require_whole_number
+
 
 def _module_of(obj) -> str:
     return type(obj).__module__.split(".", 1)[0]
@@ -135,16 +137,6 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def _check_count(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, not {value!r}")
-
-
-def _check_positive(name: str, value) -> None:
-    if value is not None and (not isinstance(value, (int, float)) or not value > 0):
-        raise ValueError(f"{name} must be a positive number or None, not {value!r}")
-
-
 def benchmark(
     fn: Callable,
     *args,
@@ -168,11 +160,11 @@ def benchmark(
     """
     if not callable(fn):
         raise TypeError(f"benchmark needs a function to call, not {type(fn).__name__} {fn!r}")
-    _check_count("repeats", repeats, 1)
-    _check_count("warmup", warmup, 0)
+    require_whole_number("repeats", repeats, 1)
+    require_whole_number("warmup", warmup, 0)
     for name, value in (("flops", flops), ("bytes_moved", bytes_moved), ("peak_flops", peak_flops),
                         ("peak_bytes_per_s", peak_bytes_per_s)):
-        _check_positive(name, value)
+        require_positive_or_none(name, value)
 
     def wait(result):
         if synchronize_device:

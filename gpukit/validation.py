@@ -1,0 +1,23 @@
+"""Argument checks shared by the gpukit modules, so that every bad value gets the same clear message."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+
+def is_whole_number(value) -> bool:
+    """True for ints (NumPy's too), False for bools, floats and anything else."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def require_whole_number(name: str, value, minimum: int = 0) -> int:
+    """Return ``value`` as an int, or raise ``ValueError`` naming ``name`` and the bad value."""
+    if not is_whole_number(value) or value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, not {value!r}")
+    return int(value)
+
+
+def require_positive_or_none(name: str, value) -> None:
+    """Accept ``None`` or a number > 0; raise ``ValueError`` naming ``name`` otherwise."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, Real) or not value > 0):
+        raise ValueError(f"{name} must be a positive number or None, not {value!r}")
