@@ -81,7 +81,8 @@ def validate_device(name: str) -> str:
     return normalised
 
 
-def _is_available(device: str) -> bool:
+def device_available(device: str) -> bool:
+    """True when the (already validated) ``device`` exists here: ``cpu`` always does."""
     if device == "cpu":
         return True
     if device == "mps":
@@ -104,7 +105,7 @@ def pick_device(preferred: str | None = None) -> str:
         device = "cuda" if cuda_available() else "mps" if mps_available() else "cpu"
     else:
         device = validate_device(preferred)
-        if not _is_available(device):
+        if not device_available(device):
             raise RuntimeError(
                 f"device {device!r} (from {source}) is not available here; available: {', '.join(available_devices())}"
             )

@@ -67,10 +67,10 @@ class DeviceMemory:
 
 def device_memory(device: str) -> DeviceMemory:
     """Free and total memory of ``device`` (``cpu`` is the machine's RAM)."""
-    from .device import _is_available, validate_device
+    from .device import device_available, validate_device
 
     device = validate_device(device)
-    if not _is_available(device):
+    if not device_available(device):
         raise RuntimeError(f"device {device!r} is not available here")
     if device.startswith("cuda"):
         import torch
