@@ -87,8 +87,19 @@ def test_format_seconds_rejects_bad_input(bad):
         format_seconds(bad)
 
 
-def test_synchronize_accepts_cpu_arrays_and_containers():
-    synchronize([torch.ones(2), {"a": np.ones(2)}, (1, None)], device="cpu")
+def test_synchronize_reaches_arrays_inside_containers():
+    waited = []
+
+    class FakeJaxArray:
+        __module__ = "jax._src.array"
+
+        def block_until_ready(self):
+            waited.append(self)
+
+    inner = FakeJaxArray()
+    # CPU tensors, NumPy arrays and plain values need no waiting and must not raise.
+    synchronize([torch.ones(2), {"a": np.ones(2), "b": (1, None, inner)}], device="cpu")
+    assert waited == [inner]
 
 
 def test_synchronize_waits_for_jax():

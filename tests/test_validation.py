@@ -26,5 +26,5 @@ def test_require_positive_or_none_rejects(bad):
 
 
 def test_require_positive_or_none_accepts():
-    require_positive_or_none("flops", None)
-    require_positive_or_none("flops", 1e9)
+    assert require_positive_or_none("flops", None) is None
+    assert require_positive_or_none("flops", 1e9) is None
