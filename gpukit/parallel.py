@@ -287,20 +287,6 @@ def listening_addresses(pid: int | None = None) -> set[str]:
     return addresses
 
 
-def speed_phrase(baseline_seconds: float, seconds: float, tolerance: float = 0.1) -> str:
-    """Compare a time with a baseline in words, for glued prose: ``'1.62 times faster than'``,
-    ``'about as fast as'`` (within ``tolerance``) or ``'1.30 times slower than'``."""
-    for name, value in (("baseline_seconds", baseline_seconds), ("seconds", seconds)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-    ratio = baseline_seconds / seconds
-    if ratio >= 1 + tolerance:
-        return f"{ratio:.2f} times faster than"
-    if ratio <= 1 / (1 + tolerance):
-        return f"{1 / ratio:.2f} times slower than"
-    return "about as fast as"
-
-
 def load_average() -> float | None:
     """The machine's one-minute load average (runnable processes), or None where the system has none."""
     try:

@@ -89,6 +89,13 @@ class Timing:
         return q3 - q1
 
     @property
+    def first_call_ratio(self) -> float:
+        """The first sample over the median of the others: what a cold first call costs (needs warmup=0)."""
+        if len(self.samples) < 2:
+            raise ValueError(f"{self.label}: the first call can only be compared with later ones given 2+ samples")
+        return self.samples[0] / statistics.median(self.samples[1:])
+
+    @property
     def flops_per_s(self) -> float | None:
         return None if self.flops is None else self.flops / self.median
 

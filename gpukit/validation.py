@@ -17,6 +17,13 @@ def require_whole_number(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def require_positive(name: str, value) -> float:
+    """Return ``value`` if it is a number > 0 (NaN is not); raise ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return value
+
+
 def require_positive_or_none(name: str, value) -> None:
     """Accept ``None`` or a number > 0; raise ``ValueError`` naming ``name`` otherwise."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, Real) or not value > 0):

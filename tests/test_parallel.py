@@ -17,7 +17,6 @@ from gpukit.parallel import (
     project_root,
     ray_init_options,
     ridge_fold_errors,
-    speed_phrase,
     state_dir,
     thread_counts,
     torch_matmul_scaling,
@@ -130,16 +129,6 @@ def test_one_thread_env():
     assert one_thread_env(3)["OMP_NUM_THREADS"] == "3"
     with pytest.raises(ValueError, match="threads"):
         one_thread_env(0)
-
-
-def test_speed_phrase():
-    assert speed_phrase(2.0, 1.0) == "2.00 times faster than"
-    assert speed_phrase(1.0, 2.0) == "2.00 times slower than"
-    assert speed_phrase(1.0, 1.05) == "about as fast as"
-    with pytest.raises(ValueError, match="seconds"):
-        speed_phrase(0, 1.0)
-    with pytest.raises(ValueError, match="seconds"):
-        speed_phrase(1.0, float("nan"))
 
 
 # ------------------------------------------------------------------------------------------ clusters

@@ -124,3 +124,9 @@ def test_synchronize_calls_torch_cuda_for_cuda_tensors(monkeypatch):
     synchronize(None, device="cuda:1")
     synchronize(None, device="mps")
     assert calls == ["cuda:1", "mps"]
+
+
+def test_first_call_ratio():
+    assert Timing("cold", (9.0, 1.0, 3.0, 2.0)).first_call_ratio == pytest.approx(4.5)
+    with pytest.raises(ValueError, match="2\\+ samples"):
+        _ = Timing("one", (1.0,)).first_call_ratio

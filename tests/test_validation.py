@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from gpukit.validation import is_whole_number, require_positive_or_none, require_whole_number
+from gpukit.validation import is_whole_number, require_positive, require_positive_or_none, require_whole_number
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,10 @@ def test_require_positive_or_none_rejects(bad):
 def test_require_positive_or_none_accepts():
     assert require_positive_or_none("flops", None) is None
     assert require_positive_or_none("flops", 1e9) is None
+
+
+@pytest.mark.parametrize("bad", [0, None, float("nan"), "1", False])
+def test_require_positive_rejects(bad):
+    with pytest.raises(ValueError, match="seconds must be a positive number"):
+        require_positive("seconds", bad)
+    assert require_positive("seconds", 0.5) == 0.5
