@@ -2,8 +2,11 @@
 
 Device choice (:mod:`gpukit.device`), honest timing (:mod:`gpukit.timing`), memory arithmetic
 (:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`) and exercise checks
-(:mod:`gpukit.checks`). Notebooks import from here so that what a reader need not see stays out of the way
-and is tested like any other code.
+(:mod:`gpukit.checks`) are exported here. Chapter-specific helpers are imported from their modules:
+size sweeps (:mod:`gpukit.sweep`) and their plots (:mod:`gpukit.plots`), hardware peaks
+(:mod:`gpukit.hardware`), clusters and workloads for parallel Python (:mod:`gpukit.parallel`), random
+streams (:mod:`gpukit.random_streams`) and sentences for glued prose (:mod:`gpukit.wording`).
+What a reader need not see lives here, out of the way and tested like any other code.
 """
 
 from .checks import CheckResult, check
