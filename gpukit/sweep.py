@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import pandas as pd
@@ -129,7 +129,7 @@ def size_sweep(
     try:
         for n in sizes:
             for case in cases:
-                with cpu_threads(case.threads) if case.threads else _nothing():
+                with cpu_threads(case.threads) if case.threads else nullcontext():
                     call = case.make(n)
                     timing = benchmark(call, repeats=repeats, warmup=warmup, device=case.device, label=case.name)
                 row = {"case": case.name, "n": n, "median_s": timing.median, "best_s": timing.best,
@@ -145,11 +145,6 @@ def size_sweep(
         if bar is not None:
             bar.close()
     return pd.DataFrame(rows)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def add_speedup(results: pd.DataFrame, baseline: str) -> pd.DataFrame:

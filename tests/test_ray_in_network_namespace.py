@@ -9,7 +9,6 @@ network namespace that has nothing but the loopback interface. This test creates
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from netns import loopback_namespace_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "02-parallel-cpu.ipynb"
@@ -30,15 +30,6 @@ def tagged_sources(tag: str) -> list[str]:
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     return ["".join(c["source"]) for c in nb["cells"]
             if c["cell_type"] == "code" and tag in c["metadata"].get("tags", [])]
-
-
-def namespace_command(inner: str) -> list[str]:
-    unshare = shutil.which("unshare")
-    ip = shutil.which("ip")
-    if unshare is None or ip is None:
-        pytest.skip("unshare or ip is not installed: cannot make a loopback-only network namespace for Ray")
-    flags = "-n" if os.geteuid() == 0 else "-rn"
-    return [unshare, flags, "sh", "-c", f"{ip} link set lo up && {inner}"]
 
 
 def run(command: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
@@ -71,9 +62,11 @@ def test_ray_cells_reproduce_the_serial_result_in_a_loopback_only_namespace(tmp_
     env.pop("RAY_ADDRESS", None)
     started = time.time()
     # First make sure a namespace can be made and holds nothing but the loopback interface.
-    probe = run(namespace_command("ip -o link show"), env, ROOT)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot create a loopback-only network namespace: {probe.stderr.strip() or probe.returncode}")
+    prefix, why_not = loopback_namespace_prefix()
+    if prefix is None:
+        pytest.skip(f"cannot create a loopback-only network namespace for Ray: {why_not}")
+    probe = run([*prefix, "ip", "-o", "link", "show"], env, ROOT)
+    assert probe.returncode == 0, probe.stderr
     # Lines look like "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 ..."; /sys/class/net would show the host's.
     interfaces = [line.split(":")[1].strip().split("@")[0] for line in probe.stdout.splitlines() if line.strip()]
     if interfaces != ["lo"]:
@@ -81,7 +74,7 @@ def test_ray_cells_reproduce_the_serial_result_in_a_loopback_only_namespace(tmp_
 
     script = tmp_path / "ray_cells.py"
     script.write_text("\n\n".join(tagged_sources(SETUP_TAG) + tagged_sources(RAY_TAG)) + "\n", encoding="utf-8")
-    result = run(namespace_command(f'exec "{sys.executable}" "{script}"'), env, ROOT / "notebooks")
+    result = run([*prefix, sys.executable, str(script)], env, ROOT / "notebooks")
     assert result.returncode == 0, f"the Ray cells failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert "Ray same as serial: True" in result.stdout, result.stdout
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 from booktoc import ROOT, toc_files
+from netns import loopback_namespace_prefix
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
@@ -27,22 +27,6 @@ SCREENSHOT = BUILD / "screenshots" / "landing.png"
 JUPYTER_BOOK = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT), "-W", "-n", "--keep-going",
                 "--all"]
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-
-
-def loopback_namespace_prefix() -> tuple[list[str] | None, str]:
-    """A command prefix that runs its command in a new network namespace with only loopback up.
-
-    Returns (prefix, "") when such namespaces can be made here, else (None, why not).
-    """
-    unshare, ip = shutil.which("unshare"), shutil.which("ip")
-    if not unshare or not ip:
-        return None, "the unshare and ip commands (util-linux, iproute2) are not installed"
-    flag = "-n" if os.geteuid() == 0 else "-rn"
-    prefix = [unshare, flag, "sh", "-c", f'{ip} link set lo up && exec "$@"', "sh"]
-    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return None, f"network namespaces are not allowed here ({probe.stderr.strip() or probe.returncode})"
-    return prefix, ""
 
 
 @pytest.fixture(scope="module")
