@@ -2,6 +2,9 @@
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from booktoc import ROOT, toc_files
@@ -51,6 +54,14 @@ def test_no_stray_outputs(notebook):
     stray = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and c.get("outputs")
              and KEPT not in tags(c)]
     assert not stray, f"{path.name}: cells {stray} carry outputs; strip them (pre-commit runs nbstripout)"
+
+
+def test_stored_as_nbstripout_would_store_it(notebook):
+    """No execution timestamps, stray counts or other run-to-run noise in git (the pre-commit hook's form)."""
+    path, _ = notebook
+    nbstripout = Path(sys.executable).with_name("nbstripout")
+    done = subprocess.run([str(nbstripout), "--keep-count", "--verify", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, f"run `.venv/bin/nbstripout --keep-count {path.relative_to(ROOT)}`: {done.stdout}"
 
 
 def test_has_checked_cells_with_reference_outputs(notebook):
