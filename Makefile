@@ -13,28 +13,27 @@ CACHE_MATCHES := _build/.cache-matches-gpukit
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
 
-.PHONY: setup state-dirs book serve test lint bench constraints clean help
+.PHONY: setup state-dirs book serve test lint bench clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
 	@echo "make test   - set up .venv and run every test (lint, package, notebooks, offline build, browser)"
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests)"
-	@echo "make constraints - re-resolve requirements.txt and record every version in constraints.txt"
 	@echo "make clean  - remove _build (keeps .venv)"
 
 setup: $(INSTALLED)
 
-$(INSTALLED): requirements.txt constraints.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed; run make with PYTHON=/path/to/python3.x")'
+$(INSTALLED): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (NumPy 2.4 and pandas 3 require it); run make with PYTHON=/path/to/python3.x")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -c constraints.txt -e .
+	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
 	@touch $@
 
 state-dirs:
 	@mkdir -p $(MPLCONFIGDIR) $(IPYTHONDIR)
 
-$(CACHE_MATCHES): $(wildcard gpukit/*.py) requirements.txt constraints.txt
+$(CACHE_MATCHES): $(wildcard gpukit/*.py) requirements.txt
 	@if [ -d $(EXECUTION_CACHE) ]; then echo "gpukit or requirements.txt changed: clearing the execution cache"; fi
 	@rm -rf $(EXECUTION_CACHE)
 	@mkdir -p $(@D) && touch $@
@@ -57,16 +56,6 @@ test: lint state-dirs $(CACHE_MATCHES)
 
 bench: setup
 	$(BIN)/python scripts/benchmark_pipeline.py
-
-# After changing requirements.txt: resolve afresh in a scratch environment and record every version.
-constraints:
-	rm -rf _build/constraints-venv
-	$(PYTHON) -m venv _build/constraints-venv
-	_build/constraints-venv/bin/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	{ sed -n '1,/^# Regenerate/p' constraints.txt; \
-	  _build/constraints-venv/bin/python -m pip freeze | grep -viE '^(torch|nvidia-|triton)=='; } > constraints.new
-	mv constraints.new constraints.txt
-	rm -rf _build/constraints-venv
 
 clean:
 	rm -rf _build
