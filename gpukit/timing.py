@@ -89,11 +89,16 @@ class Timing:
         return q3 - q1
 
     @property
-    def first_call_ratio(self) -> float:
-        """The first sample over the median of the others: what a cold first call costs (needs warmup=0)."""
+    def later_calls_median(self) -> float:
+        """The median of every sample but the first: the steady state, next to a cold first call."""
         if len(self.samples) < 2:
             raise ValueError(f"{self.label}: the first call can only be compared with later ones given 2+ samples")
-        return self.samples[0] / statistics.median(self.samples[1:])
+        return statistics.median(self.samples[1:])
+
+    @property
+    def first_call_ratio(self) -> float:
+        """The first sample over the median of the others: what a cold first call costs (needs warmup=0)."""
+        return self.samples[0] / self.later_calls_median
 
     @property
     def flops_per_s(self) -> float | None:

@@ -17,14 +17,19 @@ def require_whole_number(name: str, value, minimum: int = 0) -> int:
     return int(value)
 
 
+def is_positive_number(value) -> bool:
+    """True for a real number > 0; False for NaN, bools and anything that is not a number."""
+    return isinstance(value, Real) and not isinstance(value, bool) and value > 0
+
+
 def require_positive(name: str, value) -> float:
     """Return ``value`` if it is a number > 0 (NaN is not); raise ``ValueError`` naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+    if not is_positive_number(value):
         raise ValueError(f"{name} must be a positive number, not {value!r}")
     return value
 
 
 def require_positive_or_none(name: str, value) -> None:
     """Accept ``None`` or a number > 0; raise ``ValueError`` naming ``name`` otherwise."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, Real) or not value > 0):
+    if value is not None and not is_positive_number(value):
         raise ValueError(f"{name} must be a positive number or None, not {value!r}")
