@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .sweep import torch_threads
 from .timing import Timing, benchmark
 from .validation import is_whole_number, require_whole_number
 
@@ -134,15 +135,11 @@ def torch_matmul_scaling(n: int, threads: Sequence[int] = (1, 2), repeats: int =
     threads = _check_threads(threads)
     a = torch.from_numpy(_random_square(n, 1))
     b = torch.from_numpy(_random_square(n, 2))
-    before = torch.get_num_threads()
     timings = {}
-    try:
-        for count in threads:
-            torch.set_num_threads(count)
+    for count in threads:
+        with torch_threads(count):
             timings[count] = benchmark(torch.matmul, a, b, repeats=repeats, warmup=1, flops=2.0 * n**3,
                                        label=f"torch {n}x{n} matmul, {count} thread{'s' * (count > 1)}")
-    finally:
-        torch.set_num_threads(before)
     return timings
 
 

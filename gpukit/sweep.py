@@ -20,22 +20,33 @@ from .validation import is_whole_number, require_whole_number
 
 
 @contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Limit PyTorch's own thread pool (its BLAS and OpenMP) to ``count`` threads inside a ``with`` block.
+
+    The previous setting is restored on leaving the block, even after an error.
+    """
+    count = require_whole_number("a thread count", count, 1)
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextmanager
 def cpu_threads(count: int) -> Iterator[None]:
     """Limit PyTorch and the BLAS libraries NumPy uses to ``count`` threads inside a ``with`` block.
 
     The previous settings are restored on leaving the block, even after an error.
     """
-    require_whole_number("a thread count", count, 1)
-    import torch
+    count = require_whole_number("a thread count", count, 1)
     from threadpoolctl import threadpool_limits
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(count))
-    try:
-        with threadpool_limits(limits=int(count)):
-            yield
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(count), threadpool_limits(limits=count):
+        yield
 
 
 @dataclass(frozen=True)

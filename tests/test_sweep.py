@@ -129,3 +129,25 @@ def test_progress_bar_outside_a_kernel_clears_nothing(monkeypatch):
     bar = progress_bar(1, "plain", file=io.StringIO())
     bar.close()
     assert cleared == [] and sweep._in_jupyter_kernel() is False
+
+
+def test_torch_threads_limits_only_torch_and_restores_after_an_error():
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from gpukit.sweep import torch_threads
+
+    before = torch.get_num_threads()
+    def blas():  # NumPy's BLAS; torch's own OpenMP runtime shows up in threadpool_info too
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    blas_before = blas()
+    with pytest.raises(RuntimeError):
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+            assert blas() == blas_before
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="thread count"):
+        with torch_threads(0):
+            pass
