@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -95,8 +96,12 @@ def pinned_requirement(distribution: str) -> str:
     return distribution
 
 
+# The interpreter running this report, by full path: a kernel's "python" on PATH may be another one.
+PIP_INSTALL = f"{shlex.quote(sys.executable)} -m pip install"
+
+
 def install_command(distribution: str) -> str:
-    return f'{Path(sys.executable).name} -m pip install "{pinned_requirement(distribution)}"'
+    return f'{PIP_INSTALL} "{pinned_requirement(distribution)}"'
 
 
 def library_version(import_name: str) -> str | None:
@@ -162,7 +167,7 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
             findings.append(Finding(
                 "torch + GPU", PROBLEM,
                 f"nvidia-smi sees a GPU but torch ({build}) cannot use it",
-                f"{Path(sys.executable).name} -m pip install --force-reinstall \"{pinned_requirement('torch')}\"",
+                f"{PIP_INSTALL} --force-reinstall \"{pinned_requirement('torch')}\"",
             ))
         else:
             findings.append(Finding("torch cuda", NOTE, "no CUDA device (torch build: "
@@ -178,7 +183,7 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
         backend = jax.default_backend()
         if smi_gpus and backend == "cpu":
             findings.append(Finding("jax", PROBLEM, "a GPU is visible but JAX runs on the CPU",
-                                    f"{Path(sys.executable).name} -m pip install -r requirements-gpu.txt"))
+                                    f"{PIP_INSTALL} -r {shlex.quote(str(REPO_ROOT / 'requirements-gpu.txt'))}"))
         else:
             findings.append(Finding("jax devices", OK if backend != "cpu" else NOTE,
                                     ", ".join(str(d) for d in jax.devices())))
