@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .validation import require_positive_or_none, require_whole_number
+from .arguments import require_positive_or_none, require_whole_number
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PEAKS_CSV = DATA / "hardware-peaks.csv"

@@ -9,7 +9,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .validation import is_whole_number
+from .arguments import is_whole_number
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from .sweep import torch_threads
 from .timing import Timing, benchmark
-from .validation import is_whole_number, require_whole_number
+from .arguments import is_whole_number, require_whole_number
 
 ROOT_ENV = "GPUKIT_PROJECT_ROOT"
 LOOPBACK = "127.0.0.1"

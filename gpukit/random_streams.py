@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .validation import require_whole_number
+from .arguments import require_whole_number
 
 
 def spawned_generators(seed: int, n_workers: int) -> list[np.random.Generator]:

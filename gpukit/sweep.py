@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .timing import benchmark
-from .validation import is_whole_number, require_whole_number
+from .arguments import is_whole_number, require_whole_number
 
 
 @contextmanager

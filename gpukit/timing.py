@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .validation import require_positive_or_none, require_whole_number
+from .arguments import require_positive_or_none, require_whole_number
 
 
 def _module_of(obj) -> str:

@@ -1,4 +1,6 @@
-"""Argument checks shared by the gpukit modules, so that every bad value gets the same clear message."""
+"""Checks of the arguments passed to gpukit functions, so that every bad value gets the same clear message.
+
+Not to be confused with :mod:`gpukit.exercises`, which checks a reader's answers to exercises."""
 
 from __future__ import annotations
 
