@@ -1,26 +1,33 @@
 """What the hardware could do at best: peak FLOP/s and memory bandwidth, to compare measurements against.
 
-For NVIDIA GPUs the peaks are the vendor's published figures (``data/hardware-peaks.csv``, with the
-datasheet named in its ``source`` column), matched by device name. For the CPU there is no such table, so
-:func:`estimate_cpu_peak` estimates the arithmetic peak from ``/proc/cpuinfo`` (cores x clock x FLOPs per
-cycle implied by the SIMD flags) and :func:`copy_bandwidth` measures a bandwidth ceiling with a large copy.
-Both are estimates, and say how they were made.
+For NVIDIA GPUs the peaks are the vendor's published figures (``gpukit/data/hardware-peaks.csv``, shipped
+inside the package, with the datasheet named in its ``source`` column), matched by device name. For the
+CPU there is no such table, so :func:`estimate_cpu_peak` estimates the arithmetic peak (cores x clock x
+FLOPs per cycle implied by the SIMD flags) and :func:`copy_bandwidth` measures a bandwidth ceiling with a
+large copy. Both are estimates, and say how they were made; :func:`practical_ceiling` says what to do when
+a measurement beats the estimate.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import math
 import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .arguments import require_positive_or_none, require_whole_number
+from .arguments import require_positive, require_positive_or_none, require_whole_number
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-PEAKS_CSV = DATA / "hardware-peaks.csv"
+PEAKS_TABLE = "hardware-peaks.csv"
+FIGURES_TABLE = "published-gpu-figures.csv"
 CPUINFO = Path("/proc/cpuinfo")
-MAX_FREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+SYS_CPU = Path("/sys/devices/system/cpu")
 
 # Single-precision lanes per vector instruction and FLOPs per lane per instruction, by the best SIMD
 # extension the flags show. Two vector units per core is assumed (true of recent server cores; some
@@ -33,11 +40,22 @@ _SIMD = (  # (flag, name, float32 lanes, flops per lane per instruction)
 )
 VECTOR_UNITS = 2
 _DTYPES = {"float32": 1, "float64": 2}  # divisor of the float32 lane count
+_PEAK_COLUMNS = ("device", "match", "fp32_tflop_s", "fp64_tflop_s", "memory_gb_s", "source")
+_NUMBER_COLUMNS = ("fp32_tflop_s", "fp64_tflop_s", "memory_gb_s")
+_FIGURES_COLUMNS = ("source", "hardware", "work", "cpu", "gpu", "speed-up as published")
+
+
+def data_file(name: str) -> Traversable:
+    """A reference table shipped inside gpukit (``gpukit/data/NAME``), found however gpukit was installed."""
+    return files("gpukit") / "data" / name
 
 
 @dataclass(frozen=True)
 class Peak:
-    """The best a device can do: FLOP/s (in ``dtype``) and memory bytes/s, and where the figures come from."""
+    """The best a device can do: FLOP/s (in ``dtype``) and memory bytes/s, and where the figures come from.
+
+    A figure the source does not publish is ``None``, never 0 or a guess.
+    """
 
     device: str
     flops_per_s: float | None
@@ -58,43 +76,101 @@ def _check_dtype(dtype: str) -> str:
     return name
 
 
-def published_peaks(path: str | os.PathLike = PEAKS_CSV) -> list[dict]:
-    """The rows of the vendor-peaks table, in file order (the first matching row wins)."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    needed = {"device", "match", "fp32_tflop_s", "fp64_tflop_s", "memory_gb_s", "source"}
-    if rows and not needed <= rows[0].keys():
-        raise ValueError(f"{path} lacks the columns {sorted(needed - rows[0].keys())}")
+def _read_text(path: str | os.PathLike | None, default: str) -> tuple[str, str]:
+    """The text of ``path``, or of the packaged table ``default``, and the name to use in error messages."""
+    if path is None:
+        return data_file(default).read_text(encoding="utf-8"), f"gpukit/data/{default}"
+    return Path(path).read_text(encoding="utf-8"), str(path)
+
+
+def _number(cell: str, where: str) -> float | None:
+    if not cell.strip():
+        return None  # the source publishes no figure
+    try:
+        value = float(cell)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where} holds {cell!r}, not a positive number (leave the cell empty if unknown)")
+    return value
+
+
+def published_peaks(path: str | os.PathLike | None = None) -> list[dict]:
+    """The rows of the vendor-peaks table, in file order (the first matching row wins).
+
+    ``path`` defaults to the table shipped in gpukit. The figure columns come back as floats, or ``None``
+    where the cell is empty because the vendor publishes no such figure.
+    """
+    text, name = _read_text(path, PEAKS_TABLE)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [column for column in _PEAK_COLUMNS if column not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(f"{name} lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                         f"its header must name {', '.join(_PEAK_COLUMNS)}")
+    rows = []
+    for number, row in enumerate(reader, start=1):
+        where = f"{name}, row {number} ({row['device']!r})"
+        for column in _NUMBER_COLUMNS:
+            row[column] = _number(row[column] or "", f"{where}, column {column}")
+        try:
+            re.compile(row["match"] or "")
+        except re.error as error:
+            raise ValueError(f"{where}, column match: {row['match']!r} is not a regular expression ({error})") from None
+        if not (row["match"] or "").strip():
+            raise ValueError(f"{where}, column match is empty, so it would match every device")
+        rows.append(row)
     return rows
 
 
-def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike = PEAKS_CSV) -> Peak | None:
-    """The published peak of the GPU called ``name`` (as ``torch.cuda.get_device_name`` says), or ``None``."""
+def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike | None = None) -> Peak | None:
+    """The published peak of the GPU called ``name`` (as ``torch.cuda.get_device_name`` says), or ``None``.
+
+    A figure the vendor does not publish (FP64 on most inference GPUs, anything for the A10G) is ``None``
+    in the returned :class:`Peak`, whose ``source`` says so.
+    """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a GPU name is needed, such as 'NVIDIA A100-SXM4-40GB', not {name!r}")
     dtype = _check_dtype(dtype)
     column = "fp32_tflop_s" if dtype == "float32" else "fp64_tflop_s"
     for row in published_peaks(path):
         if re.search(row["match"], name, flags=re.IGNORECASE):
+            tflops, gbs = row[column], row["memory_gb_s"]
             return Peak(
                 device=row["device"],
-                flops_per_s=float(row[column]) * 1e12,
-                bytes_per_s=float(row["memory_gb_s"]) * 1e9,
+                flops_per_s=None if tflops is None else tflops * 1e12,
+                bytes_per_s=None if gbs is None else gbs * 1e9,
                 source=row["source"],
                 dtype=dtype,
             )
     return None
 
 
+def published_figures():
+    """The published CPU and GPU timings quoted in chapter 1, as a pandas DataFrame (empty cells are ``""``)."""
+    import pandas as pd
+
+    text, name = _read_text(None, FIGURES_TABLE)
+    table = pd.read_csv(io.StringIO(text)).fillna("")
+    missing = [column for column in _FIGURES_COLUMNS if column not in table.columns]
+    if missing:
+        raise ValueError(f"{name} lacks the columns {', '.join(missing)}")
+    return table
+
+
 @dataclass(frozen=True)
 class CpuPeakEstimate:
-    """An estimate of a CPU's arithmetic peak, with the ingredients, so a reader can redo it by hand."""
+    """An estimate of a CPU's arithmetic peak, with the ingredients, so a reader can redo it by hand.
+
+    ``clock_source`` says where ``ghz`` came from: a maximum the system reports, or, failing that, a
+    current clock, which is lower than the cores reach when they boost.
+    """
 
     cores: int
     ghz: float
     simd: str
     flops_per_cycle: int
     dtype: str
+    clock_source: str
 
     @property
     def flops_per_s(self) -> float:
@@ -102,8 +178,9 @@ class CpuPeakEstimate:
 
     def how(self) -> str:
         return (
-            f"{self.cores} cores x {self.ghz:.2f} GHz x {self.flops_per_cycle} {self.dtype} FLOPs per cycle "
-            f"({self.simd}, {VECTOR_UNITS} vector units per core assumed) = {self.flops_per_s / 1e9:.0f} GFLOP/s"
+            f"{self.cores} cores x {self.ghz:.2f} GHz ({self.clock_source}) x {self.flops_per_cycle} {self.dtype} "
+            f"FLOPs per cycle ({self.simd}, {VECTOR_UNITS} vector units per core assumed) "
+            f"= {self.flops_per_s / 1e9:.0f} GFLOP/s"
         )
 
     def as_peak(self) -> Peak:
@@ -129,25 +206,87 @@ def parse_cpuinfo(text: str) -> dict:
     return {"cores": len(cores), "logical": logical, "mhz": max(mhz) if mhz else None, "flags": flags}
 
 
+def parse_lscpu_max_mhz(text: str) -> float | None:
+    """The largest ``CPU max MHz`` in the text of ``lscpu``'s output, or ``None`` where it reports none.
+
+    Virtual machines often report none; machines with two kinds of core report one per kind.
+    """
+    found = []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "cpu max mhz":
+            try:
+                found.append(float(value.strip().replace(",", ".")))
+            except ValueError:
+                continue
+    found = [mhz for mhz in found if math.isfinite(mhz) and mhz > 0]
+    return max(found) if found else None
+
+
+def _sysfs_max_mhz() -> float | None:
+    found = []
+    for path in SYS_CPU.glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            found.append(int(path.read_text().strip()) / 1000)  # the files are in kHz
+        except (OSError, ValueError):
+            continue
+    return max(found) if found else None
+
+
+def _lscpu_text() -> str | None:
+    if shutil.which("lscpu") is None:
+        return None
+    try:
+        # The C locale keeps the field names and the decimal point the parser expects.
+        done = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10,
+                              env={**os.environ, "LC_ALL": "C"}, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def reported_max_mhz() -> tuple[float, str] | None:
+    """The maximum clock this system reports, in MHz, and where it was read; ``None`` where it reports none."""
+    mhz = _sysfs_max_mhz()
+    if mhz:
+        return mhz, f"maximum clock from {SYS_CPU}/cpu*/cpufreq/cpuinfo_max_freq"
+    text = _lscpu_text()
+    mhz = parse_lscpu_max_mhz(text) if text else None
+    if mhz:
+        return mhz, "maximum clock from lscpu's CPU max MHz"
+    return None
+
+
 def estimate_cpu_peak(dtype: str = "float32", cpuinfo: str | None = None, max_mhz: float | None = None,
                       cores: int | None = None) -> CpuPeakEstimate | None:
     """Estimate the CPU's peak FLOP/s from ``/proc/cpuinfo``; ``None`` where it cannot be read (macOS, Windows).
 
-    ``cpuinfo`` is the file's text (read from the machine when omitted). The clock is the maximum frequency
-    the kernel reports if it does, else the largest ``cpu MHz`` line (a current clock, so the estimate may
-    be low on a machine that turbo-boosts). ``cores`` overrides the count of physical cores.
+    ``cpuinfo`` is the file's text (read from this machine when omitted). The clock is ``max_mhz`` if given;
+    else, for this machine, the maximum the system reports (cpufreq in ``/sys``, then ``lscpu``); else the
+    largest ``cpu MHz`` line of ``cpuinfo``, a current clock, so the estimate may be low on a machine that
+    boosts. ``cores`` overrides the count of physical cores.
     """
     dtype = _check_dtype(dtype)
-    if cpuinfo is None:
+    require_positive_or_none("max_mhz", max_mhz)
+    if cores is not None:
+        require_whole_number("cores", cores, 1)
+    this_machine = cpuinfo is None
+    if this_machine:
         try:
             cpuinfo = CPUINFO.read_text(encoding="utf-8")
         except OSError:
             return None
     info = parse_cpuinfo(cpuinfo)
-    if max_mhz is None:
-        max_mhz = _read_max_mhz() or info["mhz"]
-    if cores is not None:
-        require_whole_number("cores", cores, 1)
+    if max_mhz is not None:
+        clock_source = "clock given as max_mhz"
+    else:
+        # Another machine's cpuinfo must not be paired with this machine's maximum clock.
+        reported = reported_max_mhz() if this_machine else None
+        if reported:
+            max_mhz, clock_source = reported
+        else:
+            max_mhz = info["mhz"]
+            clock_source = f"current clock from {CPUINFO}; the maximum was not reported"
     cores = cores or info["cores"]
     usable = [entry for entry in _SIMD
               if entry[0] in info["flags"] and (entry[3] == 1 or "fma" in info["flags"])]
@@ -155,14 +294,62 @@ def estimate_cpu_peak(dtype: str = "float32", cpuinfo: str | None = None, max_mh
         return None
     _, name, lanes, per_lane = usable[0]
     per_cycle = lanes * per_lane * VECTOR_UNITS // _DTYPES[dtype]
-    return CpuPeakEstimate(cores=cores, ghz=max_mhz / 1000, simd=name, flops_per_cycle=per_cycle, dtype=dtype)
+    return CpuPeakEstimate(cores=cores, ghz=max_mhz / 1000, simd=name, flops_per_cycle=per_cycle, dtype=dtype,
+                           clock_source=clock_source)
 
 
-def _read_max_mhz() -> float | None:
-    try:
-        return int(MAX_FREQ.read_text().strip()) / 1000  # the file is in kHz
-    except (OSError, ValueError):
-        return None
+def _rate(flops_per_s: float) -> str:
+    return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
+
+
+@dataclass(frozen=True)
+class PracticalCeiling:
+    """The FLOP/s to measure fractions against: the estimated peak, or the measured best where that beat it.
+
+    An estimate that a measurement exceeds is wrong, and fractions of it above 1 would say the impossible;
+    the measured best is then the best evidence of what the hardware can do.
+    """
+
+    flops_per_s: float
+    exceeded: bool
+    estimate_flops_per_s: float | None
+    measured_best_flops_per_s: float
+
+    @property
+    def fraction_of_estimate(self) -> float | None:
+        """The measured best over the estimate (above 1 when ``exceeded``); ``None`` without an estimate."""
+        if self.estimate_flops_per_s is None:
+            return None
+        return self.measured_best_flops_per_s / self.estimate_flops_per_s
+
+    def sentence(self) -> str:
+        """What the ceiling is and why, as a sentence for glued prose."""
+        best, estimate = _rate(self.measured_best_flops_per_s), self.estimate_flops_per_s
+        if estimate is None:
+            return (f"No arithmetic peak could be estimated for this processor, so the best measured rate, {best}, "
+                    "is used as the practical ceiling.")
+        if self.exceeded:
+            return (f"On this run the best measured rate, {best}, exceeded the estimated peak of {_rate(estimate)} "
+                    f"({self.fraction_of_estimate:.0%} of it), so the estimate is too low, most likely because the "
+                    "cores ran above the clock the system reports; the measured best is used as the practical "
+                    "ceiling instead.")
+        return (f"The best measured rate, {best}, is {self.fraction_of_estimate:.0%} of the estimated peak of "
+                f"{_rate(estimate)}, which is used as the ceiling.")
+
+
+def practical_ceiling(estimate_flops_per_s: float | None, measured_best_flops_per_s: float) -> PracticalCeiling:
+    """The ceiling to plot fractions against: the larger of the estimated peak and the best measured rate.
+
+    ``estimate_flops_per_s`` may be ``None`` where no estimate could be made (then the measured best is the
+    ceiling). Its :meth:`~PracticalCeiling.sentence` says which was used, so no fraction above 1 goes unexplained.
+    """
+    require_positive_or_none("estimate_flops_per_s", estimate_flops_per_s)
+    require_positive("measured_best_flops_per_s", measured_best_flops_per_s)
+    exceeded = estimate_flops_per_s is not None and measured_best_flops_per_s > estimate_flops_per_s
+    ceiling = measured_best_flops_per_s if estimate_flops_per_s is None or exceeded else estimate_flops_per_s
+    return PracticalCeiling(flops_per_s=float(ceiling), exceeded=exceeded,
+                            estimate_flops_per_s=None if estimate_flops_per_s is None else float(estimate_flops_per_s),
+                            measured_best_flops_per_s=float(measured_best_flops_per_s))
 
 
 def device_peak(device: str, dtype: str = "float32") -> Peak | None:

@@ -1,3 +1,10 @@
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -6,13 +13,45 @@ from gpukit.hardware import (
     Peak,
     against_peak,
     copy_bandwidth,
+    data_file,
     device_peak,
     estimate_cpu_peak,
     gpu_peak,
     parse_cpuinfo,
+    parse_lscpu_max_mhz,
+    practical_ceiling,
+    published_figures,
     published_peaks,
 )
 from gpukit.timing import Timing
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The names torch.cuda.get_device_name() reports, and the row of the peaks table each must match.
+DEVICE_NAMES = {
+    "Tesla T4": "NVIDIA T4",
+    "NVIDIA L4": "NVIDIA L4",
+    "NVIDIA A10": "NVIDIA A10",
+    "NVIDIA A10G": "NVIDIA A10G",
+    "NVIDIA L40S": "NVIDIA L40S",
+    "NVIDIA L40": "NVIDIA L40",
+    "NVIDIA A40": "NVIDIA A40",
+    "NVIDIA A100-SXM4-40GB": "NVIDIA A100 40GB",
+    "NVIDIA A100-PCIE-40GB": "NVIDIA A100 40GB",
+    "NVIDIA A100-SXM4-80GB": "NVIDIA A100 80GB SXM",
+    "NVIDIA A100 80GB PCIe": "NVIDIA A100 80GB PCIe",
+    "Tesla V100-SXM2-16GB": "NVIDIA V100 SXM2",
+    "Tesla V100-SXM2-32GB": "NVIDIA V100 SXM2",
+    "Tesla V100-PCIE-16GB": "NVIDIA V100 PCIe",
+    "NVIDIA H100 PCIe": "NVIDIA H100 PCIe",
+    "NVIDIA H100 NVL": "NVIDIA H100 NVL",
+    "NVIDIA H100 80GB HBM3": "NVIDIA H100 SXM",
+    "NVIDIA H200": "NVIDIA H200 SXM",
+    "NVIDIA H200 NVL": "NVIDIA H200 NVL",
+    "NVIDIA GH200 480GB": "NVIDIA GH200 96GB HBM3",
+    # A GH200 whose name does not say it is the 96GB HBM3 variant gets no memory figure.
+    "NVIDIA GH200 144G HBM3e": "NVIDIA GH200",
+}
 
 
 def cpuinfo(cores=2, flags="fpu sse sse2 avx avx2 fma avx512f", mhz=2000.0, threads_per_core=1):
@@ -65,10 +104,34 @@ def test_unknown_dtype_is_named():
         estimate_cpu_peak("int8", cpuinfo=cpuinfo(), max_mhz=1000)
 
 
+HEADER = "device,match,fp32_tflop_s,fp64_tflop_s,memory_gb_s,source\n"
+
+
 def test_table_without_the_columns_is_an_error(tmp_path):
     path = tmp_path / "peaks.csv"
     path.write_text("device,source\nX,Y\n")
-    with pytest.raises(ValueError, match="lacks the columns"):
+    with pytest.raises(ValueError, match=r"lacks the columns match, fp32_tflop_s, fp64_tflop_s, memory_gb_s"):
+        published_peaks(path)
+    path.write_text(HEADER.replace(",memory_gb_s", "") + "X,X,1,1,Y\n")
+    with pytest.raises(ValueError, match=r"peaks\.csv lacks the column memory_gb_s;"):
+        published_peaks(path)
+
+
+@pytest.mark.parametrize("bad", ["fast", "0", "-3", "nan", "inf"])
+def test_bad_number_names_file_row_and_column(tmp_path, bad):
+    path = tmp_path / "peaks.csv"
+    path.write_text(HEADER + "Good GPU,Good,1,1,1,sheet\n" + f"Bad GPU,Bad,1,1,{bad},sheet\n")
+    with pytest.raises(ValueError, match=rf"peaks\.csv, row 2 \('Bad GPU'\), column memory_gb_s holds '{bad}'"):
+        published_peaks(path)
+
+
+def test_bad_or_empty_pattern_names_the_row(tmp_path):
+    path = tmp_path / "peaks.csv"
+    path.write_text(HEADER + "Bad GPU,A100(,1,1,1,sheet\n")
+    with pytest.raises(ValueError, match=r"row 1 \('Bad GPU'\), column match: 'A100\(' is not a regular expression"):
+        published_peaks(path)
+    path.write_text(HEADER + "Any GPU,,1,1,1,sheet\n")
+    with pytest.raises(ValueError, match="match is empty"):
         published_peaks(path)
 
 
@@ -97,10 +160,74 @@ def test_cpu_peak_follows_the_simd_flags(flags, per_cycle32, simd):
     assert double.flops_per_s == pytest.approx(estimate.flops_per_s / 2)
 
 
-def test_cpu_peak_uses_cpuinfo_clock_without_a_max_frequency(monkeypatch):
-    monkeypatch.setattr(hardware, "_read_max_mhz", lambda: None)
+@pytest.fixture
+def this_machine(monkeypatch, tmp_path):
+    """This machine's /proc/cpuinfo and /sys, replaced by files the test writes, and no lscpu."""
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo(cores=2, flags="sse2 avx avx2 fma", mhz=2450.0))
+    monkeypatch.setattr(hardware, "CPUINFO", path)
+    monkeypatch.setattr(hardware, "SYS_CPU", tmp_path / "sys")
+    monkeypatch.setattr(hardware, "_lscpu_text", lambda: None)
+    return tmp_path
+
+
+def test_cpu_peak_says_it_used_the_current_clock_when_no_maximum_is_reported(this_machine):
+    estimate = estimate_cpu_peak()
+    assert estimate.ghz == pytest.approx(2.45)
+    assert "2.45 GHz (current clock from" in estimate.how()
+    assert "cpuinfo; the maximum was not reported)" in estimate.how()
+
+
+def test_cpu_peak_prefers_the_cpufreq_maximum(this_machine, monkeypatch):
+    for cpu, khz in (("cpu0", 3_500_000), ("cpu1", 3_700_000)):
+        folder = this_machine / "sys" / cpu / "cpufreq"
+        folder.mkdir(parents=True)
+        (folder / "cpuinfo_max_freq").write_text(f"{khz}\n")
+    monkeypatch.setattr(hardware, "_lscpu_text", lambda: "CPU max MHz: 9999.0000\n")
+    estimate = estimate_cpu_peak()
+    assert estimate.ghz == pytest.approx(3.7)
+    assert "maximum clock from" in estimate.clock_source and "cpuinfo_max_freq" in estimate.clock_source
+
+
+def test_cpu_peak_falls_back_to_lscpu_max_mhz(this_machine, monkeypatch):
+    monkeypatch.setattr(hardware, "_lscpu_text", lambda: "Model name: X\nCPU max MHz:  3200.0000\nCPU min MHz: 800\n")
+    estimate = estimate_cpu_peak()
+    assert estimate.ghz == pytest.approx(3.2)
+    assert estimate.clock_source == "maximum clock from lscpu's CPU max MHz"
+
+
+def test_given_cpuinfo_is_not_paired_with_this_machines_clock(monkeypatch):
+    monkeypatch.setattr(hardware, "reported_max_mhz", lambda: (9000.0, "this machine"))
     estimate = estimate_cpu_peak(cpuinfo=cpuinfo(mhz=1500.0))
-    assert estimate.ghz == pytest.approx(1.5)
+    assert estimate.ghz == pytest.approx(1.5) and "current clock" in estimate.clock_source
+    given = estimate_cpu_peak(cpuinfo=cpuinfo(mhz=1500.0), max_mhz=2000)
+    assert given.ghz == pytest.approx(2.0) and "max_mhz" in given.how()
+    with pytest.raises(ValueError, match="max_mhz"):
+        estimate_cpu_peak(cpuinfo=cpuinfo(), max_mhz=-1)
+
+
+@pytest.mark.parametrize(
+    ("text", "mhz"),
+    [
+        ("Architecture: x86_64\nCPU max MHz:                         3500.0000\nCPU min MHz: 400.0000\n", 3500.0),
+        ("CPU max MHz: 2000.0000\nCPU max MHz: 3000.0000\n", 3000.0),  # two kinds of core
+        ("cpu max mhz: 3100,5000\n", 3100.5),  # a decimal comma
+        ("Architecture: x86_64\nBogoMIPS: 4890.80\n", None),  # a virtual machine reports none
+        ("CPU max MHz: -\n", None),
+        ("CPU max MHz: 0\n", None),
+        ("", None),
+    ],
+)
+def test_parse_lscpu_max_mhz(text, mhz):
+    assert parse_lscpu_max_mhz(text) == mhz
+
+
+def test_this_machines_lscpu_output_parses():
+    text = hardware._lscpu_text()
+    if text is None:
+        pytest.skip("no lscpu here")
+    mhz = parse_lscpu_max_mhz(text)
+    assert mhz is None or mhz > 100
 
 
 def test_cpu_peak_is_none_when_it_cannot_be_estimated(monkeypatch, tmp_path):
@@ -150,3 +277,160 @@ def test_against_peak_gives_fractions():
         against_peak(timing, peak_flops=-1)
     with pytest.raises(TypeError, match="Timing"):
         against_peak(torch.zeros(1))
+
+
+def test_practical_ceiling_when_the_measurement_beats_the_estimate():
+    ceiling = practical_ceiling(100e9, 118e9)
+    assert ceiling.exceeded and ceiling.flops_per_s == 118e9
+    assert ceiling.fraction_of_estimate == pytest.approx(1.18)
+    text = ceiling.sentence()
+    assert "exceeded the estimated peak of 100 GFLOP/s" in text and "118%" in text
+    assert "estimate is too low" in text and "above the clock the system reports" in text
+    assert "measured best is used as the practical ceiling" in text
+
+
+def test_practical_ceiling_when_the_estimate_holds():
+    ceiling = practical_ceiling(2e12, 1e12)
+    assert not ceiling.exceeded and ceiling.flops_per_s == 2e12
+    assert "1 TFLOP/s, is 50% of the estimated peak of 2 TFLOP/s" in ceiling.sentence()
+    assert not practical_ceiling(1e9, 1e9).exceeded  # reaching the estimate exactly is not beating it
+
+
+def test_practical_ceiling_without_an_estimate():
+    ceiling = practical_ceiling(None, 5e10)
+    assert ceiling.flops_per_s == 5e10 and not ceiling.exceeded and ceiling.fraction_of_estimate is None
+    assert "No arithmetic peak could be estimated" in ceiling.sentence()
+
+
+@pytest.mark.parametrize(
+    ("estimate", "measured", "name"),
+    [(0, 1e9, "estimate_flops_per_s"), (-1, 1e9, "estimate_flops_per_s"), ("1", 1e9, "estimate_flops_per_s"),
+     (1e9, None, "measured_best"), (1e9, 0, "measured_best"), (1e9, float("nan"), "measured_best"),
+     (True, 1e9, "estimate_flops_per_s")],
+)
+def test_practical_ceiling_rejects_bad_numbers(estimate, measured, name):
+    with pytest.raises(ValueError, match=name):
+        practical_ceiling(estimate, measured)
+
+
+@pytest.mark.parametrize(("name", "device"), DEVICE_NAMES.items())
+def test_each_reported_name_matches_its_row(name, device):
+    assert gpu_peak(name).device == device
+    assert gpu_peak(name, "float64").device == device
+
+
+def test_every_row_compiles_and_is_some_listed_name_first_match():
+    rows = published_peaks()
+    for row in rows:
+        re.compile(row["match"])
+    assert {row["device"] for row in rows} == set(DEVICE_NAMES.values())
+    assert len({row["device"] for row in rows}) == len(rows), "two rows share a device name"
+
+
+@pytest.mark.parametrize(
+    ("name", "fp32", "fp64", "gbs"),
+    [
+        ("Tesla T4", 8.1, None, 320),
+        ("NVIDIA L4", 30.3, None, 300),
+        ("NVIDIA A10", 31.2, None, 600),
+        ("NVIDIA L40S", 91.6, None, 864),
+        ("NVIDIA L40", 90.5, None, 864),
+        ("NVIDIA A40", 37.4, None, 696),
+        ("NVIDIA H100 PCIe", 51, 26, 2000),
+        ("NVIDIA H100 NVL", 60, 30, 3900),
+        ("NVIDIA H100 80GB HBM3", 67, 34, 3350),
+        ("NVIDIA H200", 67, 34, 4800),
+        ("NVIDIA H200 NVL", 60, 30, 4800),
+        ("NVIDIA GH200 480GB", 67, 34, 4000),
+        ("NVIDIA GH200 144G HBM3e", 67, 34, None),
+    ],
+)
+def test_published_figures_and_missing_ones(name, fp32, fp64, gbs):
+    single, double = gpu_peak(name), gpu_peak(name, "float64")
+    assert single.flops_per_s == pytest.approx(fp32 * 1e12)
+    if fp64 is None:
+        assert double.flops_per_s is None and "no FP64 figure" in double.source
+    else:
+        assert double.flops_per_s == pytest.approx(fp64 * 1e12)
+    assert double.bytes_per_s == (None if gbs is None else pytest.approx(gbs * 1e9))
+    assert "datasheet" in single.source
+
+
+def test_a10g_has_no_invented_figures():
+    peak = gpu_peak("NVIDIA A10G")
+    assert peak.flops_per_s is None and peak.bytes_per_s is None
+    assert "no NVIDIA datasheet" in peak.source and "unknown" in str(peak)
+
+
+def test_reference_tables_ship_inside_the_package():
+    for name in ("hardware-peaks.csv", "published-gpu-figures.csv", "README.md"):
+        assert data_file(name).is_file()
+    assert not (REPO / "data" / "hardware-peaks.csv").exists()
+    assert not (REPO / "data" / "published-gpu-figures.csv").exists()
+
+
+def test_published_figures_fills_empty_cells():
+    table = published_figures()
+    assert {"source", "hardware", "work", "cpu", "gpu", "speed-up as published"} <= set(table.columns)
+    assert len(table) > 5 and not table.isna().any().any()
+    assert "" in set(table["cpu"])
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    asked = []
+
+    def name(device=None):
+        asked.append(device)
+        return "NVIDIA H100 80GB HBM3"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", name)
+    return asked
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "CUDA:1"])
+def test_device_peak_on_a_fake_h100(fake_cuda, device):
+    peak = device_peak(device)
+    assert peak.device == "NVIDIA H100 SXM" and peak.flops_per_s == pytest.approx(67e12)
+    assert device_peak(device, "float64").flops_per_s == pytest.approx(34e12)
+    assert fake_cuda[0] == device.lower()
+
+
+def test_device_peak_on_an_unknown_fake_gpu(fake_cuda, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA GeForce GTX 1050")
+    assert device_peak("cuda") is None
+
+
+def test_device_peak_on_mps_is_none():
+    assert device_peak("mps") is None
+
+
+def test_copy_bandwidth_on_cpu_with_a_fake_gpu_present(fake_cuda):
+    assert copy_bandwidth("cpu", nbytes=1 << 16, repeats=1).bytes_per_s > 0
+
+
+def test_a_non_editable_install_finds_its_tables(tmp_path):
+    """pip install --target of a copy of the project, imported with the source tree out of reach."""
+    source, target, elsewhere = tmp_path / "src", tmp_path / "site", tmp_path / "elsewhere"
+    # A copy, because pip builds in place and would leave build/ in the working tree.
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "_build", "build", "__pycache__", "*.egg-info", ".*_cache", "notebooks", "node_modules"))
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "--target", str(target), str(source)],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert install.returncode == 0, install.stderr
+    shutil.rmtree(source)  # nothing may be read from the copy either
+    elsewhere.mkdir()
+    check = textwrap.dedent(f"""
+        import gpukit, gpukit.hardware as hardware
+        assert gpukit.__file__.startswith({str(target)!r}), gpukit.__file__
+        assert hardware.gpu_peak("NVIDIA H100 80GB HBM3").device == "NVIDIA H100 SXM"
+        assert len(hardware.published_figures()) > 5
+        print("ok")
+    """)
+    run = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, check=False)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
