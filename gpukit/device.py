@@ -123,6 +123,9 @@ def describe_device(device: str) -> str:
     from .memory import human_bytes
 
     device = validate_device(device)
+    if not device_available(device):
+        # Asking torch about an absent device fails deep inside CUDA or Metal, with a less useful message.
+        raise RuntimeError(f"device {device!r} is not available here; available: {', '.join(available_devices())}")
     if device.startswith("cuda"):
         torch = _torch()
         index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()

@@ -51,22 +51,36 @@ def human_bytes(count) -> str:
     raise AssertionError("unreachable")
 
 
+FREE = "free"
+HEADROOM = "headroom"
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
-    """Free and total bytes of a device; either may be ``None`` where the system does not say."""
+    """Free and total bytes of a device; either may be ``None`` where the system does not say.
+
+    ``free_kind`` says what ``free`` counts. ``"free"``: memory nobody holds (on CUDA, across all
+    processes; on the CPU, what the system can give without swapping). ``"headroom"`` (MPS): how much
+    more this process may take before Metal's recommended maximum, ``total``; the GPU shares the
+    machine's memory with everything else, so neither number is the machine's free memory.
+    """
 
     device: str
     free: int | None
     total: int | None
+    free_kind: str = FREE
 
     def __str__(self) -> str:
         free = "unknown" if self.free is None else human_bytes(self.free)
         total = "unknown" if self.total is None else human_bytes(self.total)
+        if self.free_kind == HEADROOM:
+            return (f"{self.device}: {free} headroom for this process (Metal's recommended maximum {total} "
+                    "minus what this process's Metal driver has allocated)")
         return f"{self.device}: {free} free of {total}"
 
 
 def device_memory(device: str) -> DeviceMemory:
-    """Free and total memory of ``device`` (``cpu`` is the machine's RAM)."""
+    """Free and total memory of ``device`` (``cpu`` is the machine's RAM); see :class:`DeviceMemory`."""
     from .device import device_available, validate_device
 
     device = validate_device(device)
@@ -75,14 +89,16 @@ def device_memory(device: str) -> DeviceMemory:
     if device.startswith("cuda"):
         import torch
 
+        # cudaMemGetInfo: the whole device's free memory, whichever process holds the rest.
         free, total = torch.cuda.mem_get_info(torch.device(device))
         return DeviceMemory(device, int(free), int(total))
     if device == "mps":
         import torch
 
-        # MPS shares the machine's memory; Metal states how much it recommends one process use.
-        total = int(torch.mps.recommended_max_memory())
-        return DeviceMemory(device, max(total - int(torch.mps.driver_allocated_memory()), 0), total)
+        # Metal reports no free memory for a GPU that shares RAM; it recommends a ceiling per process.
+        ceiling = int(torch.mps.recommended_max_memory())
+        headroom = max(ceiling - int(torch.mps.driver_allocated_memory()), 0)
+        return DeviceMemory(device, headroom, ceiling, free_kind=HEADROOM)
     return DeviceMemory("cpu", *_host_memory())
 
 

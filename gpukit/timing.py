@@ -10,59 +10,26 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .arguments import require_positive_or_none, require_whole_number
+from .arrays import synchronize
 
+__all__ = ["TIMERS", "Timing", "benchmark", "format_seconds", "synchronize"]
 
-def _module_of(obj) -> str:
-    return type(obj).__module__.split(".", 1)[0]
-
-
-def synchronize(result=None, device: str | None = None) -> None:
-    """Wait until the work behind ``result`` (or everything queued on ``device``) has finished.
-
-    Understands torch tensors (CUDA and MPS), CuPy arrays and JAX arrays, and containers of them. NumPy
-    arrays and plain Python values are already complete, so nothing is done for them.
-    """
-    if device is not None:
-        _synchronize_torch_device(device)
-    if result is None:
-        return
-    if isinstance(result, (list, tuple)):
-        for item in result:
-            synchronize(item)
-        return
-    if isinstance(result, Mapping):
-        for item in result.values():
-            synchronize(item)
-        return
-    module = _module_of(result)
-    if module == "torch" and hasattr(result, "device"):
-        _synchronize_torch_device(str(result.device))
-    elif module == "cupy":
-        import cupy
-
-        cupy.cuda.get_current_stream().synchronize()
-    elif module in ("jax", "jaxlib") and hasattr(result, "block_until_ready"):
-        result.block_until_ready()
-
-
-def _synchronize_torch_device(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize(device)
-    elif device.startswith("mps"):
-        import torch
-
-        torch.mps.synchronize()
+# "wall": the host's clock around each call, stopped once the device has finished. "events": timestamps
+# the GPU writes into the device's stream before and after each call; the host's own costs after the last
+# launch (returning, waiting) drop out, though the GPU idling while the host launches still counts.
+TIMERS = ("wall", "events")
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Repeated wall-clock measurements of one piece of work, in seconds, with optional work counts."""
+    """Repeated measurements of one piece of work, in seconds, with optional work counts.
+
+    ``timer`` says which clock took the samples: ``"wall"`` (the host's) or ``"events"`` (the GPU's).
+    """
 
     label: str
     samples: tuple[float, ...]
@@ -71,6 +38,7 @@ class Timing:
     peak_flops: float | None = None
     peak_bytes_per_s: float | None = None
     synchronized: bool = True
+    timer: str = "wall"
 
     @property
     def median(self) -> float:
@@ -124,7 +92,8 @@ class Timing:
         parts = [
             f"{self.label}: median {format_seconds(self.median)} "
             f"(IQR {format_seconds(self.spread)}, {len(self.samples)} runs"
-            f"{'' if self.synchronized else ', NOT synchronized'})"
+            f"{'' if self.synchronized else ', NOT synchronized'}"
+            f"{', timed by GPU events' if self.timer == 'events' else ''})"
         ]
         if self.flops_per_s is not None:
             rate = f"{self.flops_per_s / 1e9:.1f} GFLOP/s"
@@ -156,6 +125,7 @@ def benchmark(
     warmup: int = 1,
     synchronize_device: bool = True,
     device: str | None = None,
+    timer: str = "wall",
     label: str | None = None,
     flops: float | None = None,
     bytes_moved: float | None = None,
@@ -167,8 +137,12 @@ def benchmark(
 
     After each call the clock stops only once the device has finished (see :func:`synchronize`), unless
     ``synchronize_device=False``, which exists to show what goes wrong without it. Pass ``device`` when
-    ``fn`` returns nothing but queues work on a torch device. ``flops`` and ``bytes_moved`` are the work
-    of one call; with the peaks of the hardware they give the fraction of peak achieved.
+    ``fn`` returns nothing but queues work on a GPU. ``flops`` and ``bytes_moved`` are the work of one
+    call; with the peaks of the hardware they give the fraction of peak achieved.
+
+    ``timer="events"`` times each call with torch's CUDA or MPS events on ``device`` (which must then be a
+    CUDA or MPS device) instead of the host's clock. Events see only work queued on that device's current
+    stream by torch; work on other streams or from other libraries is waited for but not timed.
     """
     if not callable(fn):
         raise TypeError(f"benchmark needs a function to call, not {type(fn).__name__} {fn!r}")
@@ -177,6 +151,14 @@ def benchmark(
     for name, value in (("flops", flops), ("bytes_moved", bytes_moved), ("peak_flops", peak_flops),
                         ("peak_bytes_per_s", peak_bytes_per_s)):
         require_positive_or_none(name, value)
+    if timer not in TIMERS:
+        raise ValueError(f"timer must be one of {', '.join(map(repr, TIMERS))}, not {timer!r}")
+    make_event = stream = None
+    if timer == "events":
+        if not synchronize_device:
+            raise ValueError("event timing always waits for its end event; synchronize_device=False needs "
+                             "timer='wall'")
+        make_event, stream = _event_timer(device)
 
     def wait(result):
         if synchronize_device:
@@ -187,10 +169,20 @@ def benchmark(
     synchronize(None, device)
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn(*args, **kwargs)
-        wait(result)
-        samples.append(time.perf_counter() - start)
+        if make_event is None:
+            start = time.perf_counter()
+            result = fn(*args, **kwargs)
+            wait(result)
+            samples.append(time.perf_counter() - start)
+        else:
+            start_event, end_event = make_event(), make_event()
+            _record(start_event, stream)
+            result = fn(*args, **kwargs)
+            _record(end_event, stream)
+            # elapsed_time needs both events to have happened on the device.
+            end_event.synchronize()
+            wait(result)
+            samples.append(start_event.elapsed_time(end_event) / 1000.0)  # milliseconds -> seconds
     # Whatever is still queued must not leak into the next measurement.
     synchronize(result, device)
     return Timing(
@@ -201,4 +193,30 @@ def benchmark(
         peak_flops=peak_flops,
         peak_bytes_per_s=peak_bytes_per_s,
         synchronized=synchronize_device,
+        timer=timer,
     )
+
+
+def _event_timer(device):
+    """A maker of timing events for ``device``, and the stream to record them on (``None`` for MPS)."""
+    from .device import device_available, validate_device
+
+    name = None if device is None else validate_device(str(device))
+    if name is None or name == "cpu":
+        raise ValueError(f"event timing needs a CUDA or MPS device; this run has {name or 'no device= given'}")
+    if not device_available(name):
+        raise RuntimeError(f"event timing on {name!r}: that device is not available here")
+    import torch
+
+    if name == "mps":
+        # torch.mps.Event.record() takes no stream: it always records on MPS's one default stream.
+        return (lambda: torch.mps.Event(enable_timing=True)), None
+    # The stream that torch queues work on for this device; "cuda" alone means the current device.
+    return (lambda: torch.cuda.Event(enable_timing=True)), torch.cuda.current_stream(torch.device(name))
+
+
+def _record(event, stream) -> None:
+    if stream is None:
+        event.record()
+    else:
+        event.record(stream)

@@ -1,4 +1,8 @@
+import platform
+import sys
+
 import pytest
+import torch
 
 from gpukit import device as dev
 
@@ -111,3 +115,84 @@ def test_skip_unless_prints_the_reason_only_when_skipping(capsys):
     assert capsys.readouterr().out == ""
     assert dev.skip_unless(False, "pinned memory needs CUDA") is False
     assert capsys.readouterr().out == "Skipped: pinned memory needs CUDA\n"
+
+
+# --- the GPU branches, through the real torch with its CUDA and MPS queries patched ---------------------
+
+
+class FakeProperties:
+    def __init__(self, name, total_memory):
+        self.name, self.total_memory = name, total_memory
+
+
+def fake_torch(monkeypatch, *, cuda_count=0, mps=False, current=0):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda_count)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda index: FakeProperties(f"Fake GPU {index}", (index + 1) * 40 << 30)
+    )
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+
+
+def test_availability_is_read_from_torch(monkeypatch):
+    fake_torch(monkeypatch, cuda_count=2, mps=True)
+    assert dev.cuda_available() and dev.mps_available()
+    assert dev.available_devices() == ["cuda:0", "cuda:1", "mps", "cpu"]
+    assert dev.device_available("cuda") and dev.device_available("cuda:1") and not dev.device_available("cuda:2")
+
+
+def test_without_torch_only_the_cpu_is_available(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    assert not dev.cuda_available() and not dev.mps_available()
+    assert dev.available_devices() == ["cpu"]
+    assert dev.pick_device() == "cpu"
+
+
+def test_describe_cuda_device_names_the_card_and_its_memory(monkeypatch):
+    fake_torch(monkeypatch, cuda_count=2, current=1)
+    assert dev.describe_device("cuda:0") == "cuda:0 (Fake GPU 0, 40.00 GiB)"
+    assert dev.describe_device("cuda") == "cuda:1 (Fake GPU 1, 80.00 GiB)"  # plain "cuda" is the current device
+
+
+def test_describe_mps_device(monkeypatch):
+    fake_torch(monkeypatch, mps=True)
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(platform, "mac_ver", lambda: ("14.5", ("", "", ""), "arm64"))
+    assert dev.describe_device("mps") == "mps (Apple GPU on arm64, 14.5)"
+
+
+def test_describe_absent_device_is_an_error(monkeypatch):
+    fake_torch(monkeypatch, cuda_count=1)
+    with pytest.raises(RuntimeError, match="'cuda:1' is not available here; available: cuda:0, cpu"):
+        dev.describe_device("cuda:1")
+    with pytest.raises(RuntimeError, match="'mps'"):
+        dev.describe_device("mps")
+
+
+def test_describe_cpu():
+    assert dev.describe_device("cpu").startswith("cpu (")
+
+
+def test_environment_picks_a_fake_second_gpu_and_announces_it(monkeypatch, capsys):
+    fake_torch(monkeypatch, cuda_count=2)
+    monkeypatch.setenv(dev.DEVICE_ENV, "cuda:1")
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "1")
+    assert dev.announce_device() == "cuda:1"
+    assert capsys.readouterr().out == "Running on cuda:1 (Fake GPU 1, 80.00 GiB)\n"
+
+
+def test_automatic_choice_with_real_torch_queries(monkeypatch):
+    fake_torch(monkeypatch, cuda_count=1, mps=True)
+    assert dev.pick_device() == "cuda"
+    fake_torch(monkeypatch, mps=True)
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "true")
+    assert dev.pick_device() == "mps"
+
+
+def test_require_gpu_rejects_a_forced_cpu(monkeypatch):
+    fake_torch(monkeypatch, cuda_count=1)
+    monkeypatch.setenv(dev.DEVICE_ENV, "cpu")
+    monkeypatch.setenv(dev.REQUIRE_GPU_ENV, "1")
+    with pytest.raises(dev.NoGPUError, match="available: cuda:0, cpu"):
+        dev.pick_device()

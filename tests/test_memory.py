@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpukit.memory import device_memory, human_bytes, nbytes
+from gpukit.memory import DeviceMemory, device_memory, human_bytes, nbytes
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,52 @@ def test_device_memory_rejects_unknown_and_absent_devices():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="'cuda' is not available"):
             device_memory("cuda")
+
+
+def test_cpu_memory_is_free_memory():
+    assert device_memory("cpu").free_kind == "free"
+
+
+def test_device_memory_keeps_its_three_field_form():
+    memory = DeviceMemory("cuda:0", 1024, 2048)
+    assert memory.free_kind == "free" and str(memory) == "cuda:0: 1.00 KiB free of 2.00 KiB"
+
+
+def test_cuda_memory_comes_from_mem_get_info_for_that_device(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: asked.append(device) or (3 << 30, 80 << 30))
+    memory = device_memory("cuda:1")
+    assert asked == [torch.device("cuda:1")]
+    assert (memory.device, memory.free, memory.total, memory.free_kind) == ("cuda:1", 3 << 30, 80 << 30, "free")
+    assert str(memory) == "cuda:1: 3.00 GiB free of 80.00 GiB"
+    with pytest.raises(RuntimeError, match="'cuda:2' is not available"):
+        device_memory("cuda:2")
+
+
+def fake_mps(monkeypatch, recommended, driver_allocated):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: recommended)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: driver_allocated)
+
+
+def test_mps_reports_headroom_not_free_memory(monkeypatch):
+    fake_mps(monkeypatch, recommended=16 << 30, driver_allocated=4 << 30)
+    memory = device_memory("mps")
+    assert (memory.free, memory.total, memory.free_kind) == (12 << 30, 16 << 30, "headroom")
+    text = str(memory)
+    assert text.startswith("mps: 12.00 GiB headroom for this process")
+    assert "recommended maximum 16.00 GiB" in text and "free of" not in text
+
+
+def test_mps_headroom_is_never_negative(monkeypatch):
+    fake_mps(monkeypatch, recommended=8 << 30, driver_allocated=9 << 30)
+    assert device_memory("mps").free == 0
+
+
+def test_absent_mps_is_an_error(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="'mps' is not available"):
+        device_memory("mps")

@@ -1,10 +1,12 @@
+import sys
 import time
+import types
 
 import numpy as np
 import pytest
 import torch
 
-from gpukit import timing
+from gpukit import arrays, timing
 from gpukit.timing import Timing, benchmark, format_seconds, synchronize
 
 
@@ -119,11 +121,19 @@ def test_synchronize_waits_for_jax():
 
 def test_synchronize_calls_torch_cuda_for_cuda_tensors(monkeypatch):
     calls = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
     monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("mps"))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
     synchronize(None, device="cuda:1")
     synchronize(None, device="mps")
     assert calls == ["cuda:1", "mps"]
+
+
+def test_timing_synchronize_is_the_arrays_one():
+    assert timing.synchronize is arrays.synchronize
 
 
 def test_first_call_ratio():
@@ -132,3 +142,95 @@ def test_first_call_ratio():
     assert cold.first_call_ratio == pytest.approx(4.5)
     with pytest.raises(ValueError, match="2\\+ samples"):
         _ = Timing("one", (1.0,)).first_call_ratio
+
+
+# --- event timing, with torch's CUDA and MPS events faked -----------------------------------------------
+
+
+class FakeEvent:
+    """Records where it was recorded; elapsed_time plays back milliseconds, and only after synchronize."""
+
+    log: list
+    durations_ms: list
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing, "a timing event must be created with enable_timing=True"
+        self.synchronized = False
+
+    def record(self, stream=None):
+        self.log.append(("record", stream))
+
+    def synchronize(self):
+        self.log.append(("synchronize",))
+        self.synchronized = True
+
+    def elapsed_time(self, end_event):
+        assert end_event.synchronized, "elapsed_time read before the end event finished"
+        return self.durations_ms.pop(0)
+
+
+@pytest.fixture
+def fake_events(monkeypatch):
+    log = []
+    event = type("Event", (FakeEvent,), {"log": log, "durations_ms": [2.0, 4.0, 1.0]})
+    stream = object()
+    streams = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # nothing of torch's to drain
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: streams.append(device) or stream)
+    monkeypatch.setattr(torch.cuda, "Event", event)
+    monkeypatch.setattr(torch.mps, "Event", event)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: log.append(("mps sync",)))
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 0)
+    return types.SimpleNamespace(log=log, stream=stream, streams=streams)
+
+
+def test_cuda_event_timing_reads_milliseconds_as_seconds(fake_events):
+    result = benchmark(lambda: None, repeats=3, warmup=0, device="cuda:1", timer="events", label="mm")
+    assert result.samples == pytest.approx((0.002, 0.004, 0.001))
+    assert result.timer == "events"
+    assert "GPU events" in str(result)
+    assert fake_events.streams == [torch.device("cuda:1")]
+    # Both events of a repeat go on the device's stream, and the end event is waited for.
+    assert fake_events.log[:3] == [("record", fake_events.stream), ("record", fake_events.stream), ("synchronize",)]
+
+
+def test_mps_event_timing_records_on_the_default_stream(fake_events):
+    result = benchmark(lambda: None, repeats=2, warmup=1, device="mps", timer="events")
+    assert result.samples == pytest.approx((0.002, 0.004))
+    assert ("record", None) in fake_events.log and fake_events.streams == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [({"device": "cpu"}, ValueError, "event timing needs a CUDA or MPS device; this run has cpu"),
+     ({}, ValueError, "needs a CUDA or MPS device; this run has no device"),
+     ({"device": "cuda:5"}, RuntimeError, "'cuda:5'.*not available"),
+     ({"device": "cuda", "synchronize_device": False}, ValueError, "always waits")],
+)
+def test_event_timing_needs_a_gpu(fake_events, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        benchmark(lambda: None, timer="events", **kwargs)
+
+
+def test_unknown_timer_is_rejected():
+    with pytest.raises(ValueError, match="timer must be one of 'wall', 'events', not 'gpu'"):
+        benchmark(lambda: None, timer="gpu")
+
+
+def test_wall_timing_is_the_default_and_says_nothing_of_events():
+    result = benchmark(lambda: None, repeats=2)
+    assert result.timer == "wall" and Timing("x", (1.0,)).timer == "wall"
+    assert "events" not in str(result)
+
+
+def test_wall_timing_on_a_cuda_device_waits_after_every_call(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    benchmark(lambda: None, repeats=3, warmup=1, device="cuda:0")
+    assert calls == ["cuda:0"] * 6  # warm-up, drain, three repeats, final drain
