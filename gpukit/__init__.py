@@ -1,16 +1,23 @@
-"""gpukit: the helpers that the GPU Python lessons share.
+"""gpukit: the helpers that the GPU Python lessons share, one module per concept.
 
-Device choice (:mod:`gpukit.device`), honest timing (:mod:`gpukit.timing`), memory arithmetic
-(:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`) and exercise checks
-(:mod:`gpukit.checks`) are exported here. Chapter-specific helpers are imported from their modules:
-size sweeps (:mod:`gpukit.sweep`) and their plots (:mod:`gpukit.plots`), hardware peaks
-(:mod:`gpukit.hardware`), clusters and workloads for parallel Python (:mod:`gpukit.parallel`), random
-streams (:mod:`gpukit.random_streams`) and sentences for glued prose (:mod:`gpukit.wording`).
+Exported here: choosing the device (:mod:`gpukit.device`), honest timing (:mod:`gpukit.timing`), memory
+arithmetic (:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`), exercise checks
+(:mod:`gpukit.exercises`), optional libraries and glue (:mod:`gpukit.optional`) and the page stamp
+(:mod:`gpukit.stamp`). Imported from their modules: what an array is and where it lives (:mod:`gpukit.arrays`),
+CPU threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), where state and sockets go
+(:mod:`gpukit.paths`), size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
+(:mod:`gpukit.plots`), hardware peaks (:mod:`gpukit.hardware`), random streams (:mod:`gpukit.random_streams`),
+sentences for glued prose (:mod:`gpukit.wording`) and argument checks (:mod:`gpukit.arguments`).
 What a reader need not see lives here, out of the way and tested like any other code.
 """
 
-from .checks import CheckResult, check
-from .device import (
+import os
+
+# JAX takes 75% of a GPU's memory at its first operation unless told otherwise, which would starve PyTorch
+# in the same notebook and any other notebook on the same GPU. Every lesson imports gpukit before JAX.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+from .device import (  # noqa: E402 - after the JAX setting above
     NoGPUError,
     announce_device,
     available_devices,
@@ -20,9 +27,12 @@ from .device import (
     pick_device,
     skip_unless,
 )
-from .memory import DeviceMemory, device_memory, human_bytes, nbytes
-from .report import environment_report
-from .timing import Timing, benchmark, format_seconds, synchronize
+from .exercises import CheckResult, check  # noqa: E402
+from .memory import DeviceMemory, device_memory, human_bytes, nbytes  # noqa: E402
+from .optional import glue, optional_import  # noqa: E402
+from .report import environment_report  # noqa: E402
+from .stamp import lesson_stamp  # noqa: E402
+from .timing import Timing, benchmark, format_seconds, synchronize  # noqa: E402
 
 __all__ = [
     "CheckResult",
@@ -38,9 +48,12 @@ __all__ = [
     "device_memory",
     "environment_report",
     "format_seconds",
+    "glue",
     "human_bytes",
+    "lesson_stamp",
     "mps_available",
     "nbytes",
+    "optional_import",
     "pick_device",
     "skip_unless",
     "synchronize",

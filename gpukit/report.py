@@ -9,8 +9,6 @@ import importlib
 import importlib.metadata
 import os
 import platform
-import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -19,8 +17,8 @@ from pathlib import Path
 
 from . import device as _device
 from .memory import device_memory, human_bytes
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from .optional import install_command, pinned_requirements
+from .paths import project_root
 
 # (import name, distribution name, what the book uses it for)
 CORE_LIBRARIES = (
@@ -84,26 +82,6 @@ class Report:
         return self.to_text()
 
 
-def pinned_requirement(distribution: str) -> str:
-    """The line of the book's ``requirements*.txt`` that pins ``distribution``, else its bare name."""
-    pattern = re.compile(rf"^{re.escape(distribution)}(\[[^\]]*\])?\s*==", re.IGNORECASE)
-    for name in ("requirements.txt", "requirements-gpu.txt"):
-        path = REPO_ROOT / name
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if pattern.match(line.strip()):
-                    return line.split("#", 1)[0].strip()
-    return distribution
-
-
-# The interpreter running this report, by full path: a kernel's "python" on PATH may be another one.
-PIP_INSTALL = f"{shlex.quote(sys.executable)} -m pip install"
-
-
-def install_command(distribution: str) -> str:
-    return f'{PIP_INSTALL} "{pinned_requirement(distribution)}"'
-
-
 def library_version(import_name: str) -> str | None:
     """The version of an importable library, or ``None`` when it cannot be imported."""
     try:
@@ -127,10 +105,24 @@ def nvidia_smi_gpus() -> list[str] | None:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def shown_path(path: str) -> str:
+    """``path`` as a reader needs it, without the build machine's folders: relative to the book's folder,
+    or to the Python environment it belongs to."""
+    target = Path(path)
+    try:
+        return f"{target.relative_to(project_root())} in the book's folder"
+    except (ValueError, FileNotFoundError):
+        pass
+    try:
+        return f"{target.relative_to(sys.prefix)} in the environment {Path(sys.prefix).name!r}"
+    except ValueError:
+        return str(target)
+
+
 def _machine_findings() -> list[Finding]:
     ram = device_memory("cpu")
     return [
-        Finding("python", OK, f"{platform.python_version()} ({sys.executable})"),
+        Finding("python", OK, f"{platform.python_version()} ({shown_path(sys.executable)})"),
         Finding("machine", OK, f"{platform.system()} {platform.machine()}, {_device.describe_device('cpu')}"),
         Finding("memory", OK, f"{human_bytes(ram.total)} RAM, {human_bytes(ram.free)} available"
                 if ram.total else "RAM size unknown"),
@@ -167,7 +159,7 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
             findings.append(Finding(
                 "torch + GPU", PROBLEM,
                 f"nvidia-smi sees a GPU but torch ({build}) cannot use it",
-                f"{PIP_INSTALL} --force-reinstall \"{pinned_requirement('torch')}\"",
+                install_command("torch").replace(" install ", " install --force-reinstall ", 1),
             ))
         else:
             findings.append(Finding("torch cuda", NOTE, "no CUDA device (torch build: "
@@ -183,7 +175,7 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
         backend = jax.default_backend()
         if smi_gpus and backend == "cpu":
             findings.append(Finding("jax", PROBLEM, "a GPU is visible but JAX runs on the CPU",
-                                    f"{PIP_INSTALL} -r {shlex.quote(str(REPO_ROOT / 'requirements-gpu.txt'))}"))
+                                    install_command(*pinned_requirements("gpu"))))
         else:
             findings.append(Finding("jax devices", OK if backend != "cpu" else NOTE,
                                     ", ".join(str(d) for d in jax.devices())))

@@ -8,45 +8,16 @@ where one case starts to beat another.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import pandas as pd
 
+from .arguments import is_whole_number
+from .progress import progress_bar
+from .threads import cpu_threads
 from .timing import benchmark
-from .arguments import is_whole_number, require_whole_number
-
-
-@contextmanager
-def torch_threads(count: int) -> Iterator[None]:
-    """Limit PyTorch's own thread pool (its BLAS and OpenMP) to ``count`` threads inside a ``with`` block.
-
-    The previous setting is restored on leaving the block, even after an error.
-    """
-    count = require_whole_number("a thread count", count, 1)
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextmanager
-def cpu_threads(count: int) -> Iterator[None]:
-    """Limit PyTorch and the BLAS libraries NumPy uses to ``count`` threads inside a ``with`` block.
-
-    The previous settings are restored on leaving the block, even after an error.
-    """
-    count = require_whole_number("a thread count", count, 1)
-    from threadpoolctl import threadpool_limits
-
-    with torch_threads(count), threadpool_limits(limits=count):
-        yield
 
 
 @dataclass(frozen=True)
@@ -61,43 +32,6 @@ class Case:
     make: Callable[[int], Callable[[], object]]
     threads: int | None = None
     device: str | None = None
-
-
-def _in_jupyter_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def _clear_cell_output() -> None:
-    from IPython.display import clear_output
-
-    clear_output(wait=True)
-
-
-def progress_bar(total: int, desc: str, file=None):
-    """A plain-text progress bar (no widget, no JavaScript) on ``file`` (standard output by default).
-
-    Each update of a text bar is a separate piece of a notebook cell's output, and a saved or rendered
-    notebook shows them one per line. So, in a Jupyter kernel and on standard output, closing the bar
-    clears the cell's output (``clear_output``) and leaves the final line only: start the bar before the
-    cell prints anything else.
-    """
-    from tqdm.std import tqdm
-
-    class TextBar(tqdm):
-        def close(self) -> None:
-            if not self.disable and self.replace_at_close:
-                _clear_cell_output()
-            super().close()
-
-    stream = file or sys.stdout
-    bar = TextBar(total=total, desc=desc, file=stream, ncols=80, ascii=True, mininterval=0.5, leave=True)
-    bar.replace_at_close = stream is sys.stdout and _in_jupyter_kernel()
-    return bar
 
 
 def _check_sizes(sizes: Iterable) -> list[int]:

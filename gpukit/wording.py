@@ -6,8 +6,8 @@ turn measured times into the words the prose needs, for the device the run actua
 
 from __future__ import annotations
 
-from .timing import Timing
 from .arguments import require_positive
+from .timing import Timing
 
 
 def speed_phrase(baseline_seconds: float, seconds: float, tolerance: float = 0.1) -> str:

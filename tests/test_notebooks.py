@@ -83,17 +83,23 @@ def test_kernel_and_time_limit(notebook):
 
 
 def test_lesson_frame(notebook):
+    """Title, then the stamp cell, then the lesson's objectives; key points at the end."""
     path, nb = notebook
-    first = source(nb["cells"][0])
+    assert source(nb["cells"][0]).startswith("# "), f"{path.name}: the first cell must be the title"
+    opening = "\n".join(source(c) for c in nb["cells"][:3] if c["cell_type"] == "markdown")
     for word in ("Objectives", "Prerequisites", "Time"):
-        assert word in first, f"{path.name}: the first cell must state {word}"
+        assert word in opening, f"{path.name}: the lesson admonition under the title must state {word}"
     assert "Key points" in source(nb["cells"][-1]), f"{path.name}: the last cell must list the key points"
 
 
-def test_first_code_cell_picks_and_prints_the_device(notebook):
+def test_the_cell_under_the_title_picks_the_device_and_stamps_the_page(notebook):
     path, nb = notebook
-    first_code = source(code_cells(nb)[0])
-    assert "announce_device(" in first_code, f"{path.name}: the first code cell must call announce_device()"
+    under_title = nb["cells"][1]
+    assert under_title["cell_type"] == "code", f"{path.name}: the cell under the title must be code"
+    text = source(under_title)
+    assert "announce_device(" in text, f"{path.name}: the first code cell must call announce_device()"
+    stamp = re.search(r'lesson_stamp\("(cpu|gpu|gpus)", device\)\s*$', text)
+    assert stamp, f"{path.name}: the first code cell must end with lesson_stamp(<needs>, device)"
 
 
 def test_every_exercise_has_a_hidden_solution(notebook):
@@ -109,3 +115,27 @@ def test_no_typed_speedups_in_prose(notebook):
     path, nb = notebook
     typed = re.findall(r"\b\d+(?:\.\d+)?\s*(?:x|×)\s+(?:faster|speed)", markdown(nb))
     assert not typed, f"{path.name}: speed-ups in prose must be glued from the run or quoted with a source: {typed}"
+
+
+OPTIONAL = ("jax", "cupy", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba", "triton",
+            "threadpoolctl", "tqdm")
+
+
+def test_optional_libraries_are_imported_only_behind_a_guard(notebook):
+    """A thin kernel lacks them: an unguarded import would crash the notebook instead of skipping."""
+    path, nb = notebook
+    pattern = re.compile(rf"^(\s*)(?:import|from) ({'|'.join(OPTIONAL)})\b")
+    for cell in code_cells(nb):
+        for line in source(cell).splitlines():
+            found = pattern.match(line)
+            assert not found or found.group(1), (
+                f"{path.name}: `{line.strip()}` imports an optional library at the top level of a cell; "
+                "use gpukit.optional_import and import it only inside the block that checked it")
+
+
+def test_code_lines_fit_the_page(notebook):
+    """Code wider than 88 columns is cut off on the page (ruff checks this too, in `make lint`)."""
+    path, nb = notebook
+    wide = [(i, line) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+            for line in source(c).splitlines() if len(line) > 88]
+    assert not wide, f"{path.name}: lines over 88 columns: {wide}"

@@ -1,8 +1,11 @@
 import subprocess
 import sys
 
+import pytest
+
 from gpukit import report as rep
-from gpukit.report import PROBLEM, Finding, Report, environment_report, pinned_requirement
+from gpukit.optional import pinned_requirement
+from gpukit.report import PROBLEM, Finding, Report, environment_report
 
 
 def test_report_covers_machine_and_every_core_library():
@@ -18,7 +21,7 @@ def test_missing_library_is_a_problem_with_the_pinned_install_command(monkeypatc
     monkeypatch.setattr(rep, "library_version", lambda name: None if name == "tqdm" else real(name))
     result = environment_report()
     (problem,) = [f for f in result.problems if f.topic == "tqdm"]
-    assert problem.fix.endswith('-m pip install "tqdm==4.70.1"')
+    assert problem.fix.endswith("-m pip install tqdm==4.70.1")
     assert not result.ready
     assert "FIX" in result.to_text() and "1 problem(s)" in result.to_text()
 
@@ -26,10 +29,14 @@ def test_missing_library_is_a_problem_with_the_pinned_install_command(monkeypatc
 def test_gpu_seen_by_nvidia_smi_but_not_by_torch_is_flagged(monkeypatch):
     monkeypatch.setattr(rep, "nvidia_smi_gpus", lambda: ["NVIDIA A100-SXM4-40GB, 40960 MiB"])
     monkeypatch.setattr(rep._device, "cuda_available", lambda: False)
+    jax = pytest.importorskip("jax")
+    # JAX on the CPU while a GPU is visible, whatever this machine's JAX really uses.
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     result = environment_report()
     topics = {f.topic for f in result.problems}
     assert "torch + GPU" in topics
-    assert "jax" in topics  # JAX on the CPU while a GPU is visible
+    (jax_problem,) = [f for f in result.problems if f.topic == "jax"]
+    assert "jax[cuda12]==" in jax_problem.fix and "cupy-cuda12x==" in jax_problem.fix
 
 
 def test_required_gpu_missing_is_reported_not_raised(monkeypatch):
@@ -41,7 +48,7 @@ def test_required_gpu_missing_is_reported_not_raised(monkeypatch):
     assert any(f.topic == "device" for f in result.problems)
 
 
-def test_pinned_requirement_reads_requirements_files():
+def test_pinned_requirement_reads_the_books_pins_from_gpukits_metadata():
     assert pinned_requirement("torch") == "torch==2.13.0"
     assert pinned_requirement("cupy-cuda12x") == "cupy-cuda12x==14.2.0"
     assert pinned_requirement("not-a-package") == "not-a-package"
@@ -58,3 +65,15 @@ def test_doctor_command_prints_report_and_sets_exit_status():
     assert done.returncode == (0 if "Ready: nothing to fix." in done.stdout else 1)
     bad = subprocess.run([sys.executable, "-m", "gpukit", "cure"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'cure'" in bad.stderr
+
+
+def test_the_report_shows_paths_relative_to_the_book_or_the_environment(monkeypatch, tmp_path):
+    from gpukit.paths import project_root
+
+    inside = project_root() / ".venv" / "bin" / "python"
+    assert rep.shown_path(str(inside)) == ".venv/bin/python in the book's folder"
+    monkeypatch.setattr(rep.sys, "prefix", str(tmp_path / "envs" / "gpu"))
+    elsewhere = tmp_path / "envs" / "gpu" / "bin" / "python3"
+    assert rep.shown_path(str(elsewhere)) == "bin/python3 in the environment 'gpu'"
+    python_line = [f for f in environment_report().findings if f.topic == "python"][0]
+    assert str(project_root()) not in python_line.detail

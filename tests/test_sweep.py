@@ -4,31 +4,11 @@ import pandas as pd
 import pytest
 import torch
 
-from gpukit.sweep import Case, add_speedup, cpu_threads, crossover, progress_bar, size_sweep
+from gpukit.sweep import Case, add_speedup, crossover, size_sweep
 
 
 def table(rows):
     return pd.DataFrame(rows, columns=["case", "n", "median_s"])
-
-
-def test_cpu_threads_limits_and_restores():
-    before = torch.get_num_threads()
-    with cpu_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-
-
-def test_cpu_threads_restores_after_an_error():
-    before = torch.get_num_threads()
-    with pytest.raises(RuntimeError), cpu_threads(1):
-        raise RuntimeError("boom")
-    assert torch.get_num_threads() == before
-
-
-@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
-def test_cpu_threads_rejects_bad_counts(bad):
-    with pytest.raises(ValueError, match="thread count"), cpu_threads(bad):
-        pass
 
 
 def test_size_sweep_times_every_case_at_every_size():
@@ -75,16 +55,6 @@ def test_size_sweep_rejects_bad_cases():
         size_sweep([1], [Case("a", lambda n: lambda: None)] * 2, progress=False)
 
 
-def test_progress_bar_writes_text_without_widgets():
-    out = io.StringIO()
-    bar = progress_bar(2, "bar", file=out)
-    bar.update(2)
-    bar.close()
-    text = out.getvalue()
-    assert "2/2" in text and text.endswith("\n")
-    assert "<div" not in text and "<script" not in text  # no HTML widget
-
-
 def test_add_speedup_divides_the_baseline_time():
     rows = table([("cpu", 1, 2.0), ("gpu", 1, 4.0), ("cpu", 2, 8.0), ("gpu", 2, 2.0)])
     result = add_speedup(rows, "cpu")
@@ -106,48 +76,3 @@ def test_crossover_is_the_size_from_which_a_case_keeps_winning():
     assert crossover(rows, "cpu", "gpu") is None
     with pytest.raises(ValueError, match="'tpu'"):
         crossover(rows, "tpu", "cpu")
-
-
-def test_progress_bar_in_a_kernel_keeps_only_its_final_line(monkeypatch, capsys):
-    from gpukit import sweep
-
-    cleared = []
-    monkeypatch.setattr(sweep, "_in_jupyter_kernel", lambda: True)
-    monkeypatch.setattr(sweep, "_clear_cell_output", lambda: cleared.append(True))
-    bar = progress_bar(3, "kernel")  # on standard output
-    bar.update(3)
-    bar.close()
-    assert cleared == [True]
-    assert "3/3" in capsys.readouterr().out
-
-
-def test_progress_bar_outside_a_kernel_clears_nothing(monkeypatch):
-    from gpukit import sweep
-
-    cleared = []
-    monkeypatch.setattr(sweep, "_clear_cell_output", lambda: cleared.append(True))
-    bar = progress_bar(1, "plain", file=io.StringIO())
-    bar.close()
-    assert cleared == [] and sweep._in_jupyter_kernel() is False
-
-
-def test_torch_threads_limits_only_torch_and_restores_after_an_error():
-    import torch
-    from threadpoolctl import threadpool_info
-
-    from gpukit.sweep import torch_threads
-
-    before = torch.get_num_threads()
-    def blas():  # NumPy's BLAS; torch's own OpenMP runtime shows up in threadpool_info too
-        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-
-    blas_before = blas()
-    with pytest.raises(RuntimeError):
-        with torch_threads(1):
-            assert torch.get_num_threads() == 1
-            assert blas() == blas_before
-            raise RuntimeError("boom")
-    assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match="thread count"):
-        with torch_threads(0):
-            pass

@@ -1,0 +1,92 @@
+"""Libraries a lesson can do without: import them if present, else say what is skipped and how to install.
+
+Workshop kernels often have NumPy, PyTorch, Matplotlib and pandas but not JAX, CuPy, Ray, Dask,
+ipyparallel or myst-nb. A lesson never crashes for one of those: :func:`optional_import` returns the module
+or ``None`` after printing which library is missing and the exact command that installs the version the
+book was built with. :func:`glue` is myst-nb's ``glue`` in the book build and does nothing without myst-nb.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+import shlex
+import sys
+
+# Import name -> the distribution pip installs it from, where the two differ.
+DISTRIBUTIONS = {
+    "cupy": "cupy-cuda12x",
+    "myst_nb": "myst-nb",
+    "jaxlib": "jaxlib",
+    "sklearn": "scikit-learn",
+}
+
+
+def distribution_of(import_name: str) -> str:
+    return DISTRIBUTIONS.get(import_name, import_name)
+
+
+def _gpukit_requirements() -> list[str]:
+    try:
+        return importlib.metadata.requires("gpukit") or []
+    except importlib.metadata.PackageNotFoundError:  # gpukit imported from a folder, not installed
+        return []
+
+
+def pinned_requirements(extra: str) -> list[str]:
+    """Every pin of one of gpukit's extras: ``"book"`` (requirements.txt) or ``"gpu"`` (requirements-gpu.txt)."""
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    return [r.split(";", 1)[0].strip() for r in _gpukit_requirements() if marker.search(r)]
+
+
+def pinned_requirement(distribution: str) -> str:
+    """The book's pin for ``distribution`` (``"torch==2.13.0"``), else its bare name.
+
+    The pins are ``requirements.txt`` and ``requirements-gpu.txt``, which gpukit's own metadata carries as
+    its extras (``pyproject.toml`` reads them), so they are found the same way however gpukit was installed.
+    """
+    if not isinstance(distribution, str) or not distribution.strip():
+        raise ValueError(f"a distribution name such as 'jax' is needed, not {distribution!r}")
+    wanted = re.sub(r"[-_.]+", "-", distribution).lower()
+    for requirement in _gpukit_requirements():
+        spec = requirement.split(";", 1)[0].strip()
+        name = re.split(r"[\[=<>!~ ]", spec, maxsplit=1)[0]
+        if re.sub(r"[-_.]+", "-", name).lower() == wanted and "==" in spec:
+            return spec
+    return distribution
+
+
+def install_command(*distributions: str) -> str:
+    """The exact command that installs ``distributions``, at the book's pins, into the Python running this."""
+    if not distributions:
+        raise ValueError("name at least one distribution to install")
+    specs = " ".join(shlex.quote(pinned_requirement(d)) for d in distributions)
+    return f"{shlex.quote(sys.executable)} -m pip install {specs}"
+
+
+def install_hint(import_name: str) -> str:
+    return f"install it with: {install_command(distribution_of(import_name))}"
+
+
+def optional_import(import_name: str, needed_for: str):
+    """Import ``import_name`` and return it; where it is missing, print what is skipped and return ``None``.
+
+    ``needed_for`` completes the sentence "... so <needed_for> is skipped", e.g. ``"the JAX comparison"``.
+    """
+    if not isinstance(needed_for, str) or not needed_for.strip():
+        raise ValueError("say what the library is needed for, e.g. 'the JAX comparison'")
+    try:
+        return importlib.import_module(import_name)
+    except ImportError:
+        print(f"Skipped: {import_name} is not installed, so {needed_for} is skipped; {install_hint(import_name)}")
+        return None
+
+
+def glue(name: str, value, display: bool = False) -> None:
+    """myst-nb's ``glue`` (a value the page's prose shows) in the book build; nothing without myst-nb."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=display)

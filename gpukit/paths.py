@@ -1,0 +1,68 @@
+"""Where the book's tools keep their state: inside the project, and sockets on short paths.
+
+- :func:`project_root` finds the repository (``GPUKIT_PROJECT_ROOT`` overrides it);
+- :func:`state_dir` is ``<repo>/_build/cache/<name>``: logs, profiles and scratch files of the clusters and
+  kernels a lesson starts, never the home folder;
+- :func:`socket_dir` is a short folder under the system's temporary directory, one per project, for tools
+  that put Unix sockets under their state folder (Ray, later Slurm's munge and Jupyter). A Unix socket's path
+  may not exceed 107 bytes on Linux (103 on macOS), and a clone in a deep folder would pass that limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+ROOT_ENV = "GPUKIT_PROJECT_ROOT"
+_ROOT_MARKERS = ("_toc.yml", "_config.yml")
+# The longest path Linux accepts for a Unix socket (sun_path holds 108 bytes with the final NUL).
+UNIX_SOCKET_PATH_MAX = 107
+
+
+def project_root() -> Path:
+    """The book's repository: ``GPUKIT_PROJECT_ROOT`` if set, else the folder holding ``_toc.yml`` and
+    ``_config.yml`` above this package (an editable install) or above the current folder."""
+    override = os.environ.get(ROOT_ENV, "").strip()
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"{ROOT_ENV}={override!r} is not an existing folder")
+        return path.resolve()
+    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for folder in (start, *start.parents):
+            if all((folder / marker).is_file() for marker in _ROOT_MARKERS):
+                return folder
+    raise FileNotFoundError(
+        "cannot find the book's repository (a folder with _toc.yml and _config.yml) above the gpukit package "
+        f"or the current folder {Path.cwd()}; set {ROOT_ENV} to it"
+    )
+
+
+def _plain_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or name in (".", "..") or any(c in name for c in "/\\"):
+        raise ValueError(f"a state folder name must be one plain folder name such as 'dask', not {name!r}")
+    return name
+
+
+def state_dir(name: str) -> Path:
+    """``<repo>/_build/cache/<name>``, created if needed: where a tool keeps its state and scratch files."""
+    path = project_root() / "_build" / "cache" / _plain_name(name)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def socket_dir(name: str) -> Path:
+    """A short folder for ``name``'s Unix sockets, created if needed, private to this user.
+
+    It is ``<tmp>/gpukit-<uid>-<8 hex digits of the project's path>/<name>``: the same for every process of one
+    clone, different between clones, and about 40 characters long wherever the clone lives.
+    """
+    name = _plain_name(name)
+    digest = hashlib.sha256(str(project_root()).encode()).hexdigest()[:8]
+    base = Path(tempfile.gettempdir()) / f"gpukit-{os.getuid()}-{digest}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    path = base / name
+    path.mkdir(exist_ok=True)
+    return path

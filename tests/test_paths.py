@@ -1,0 +1,73 @@
+from pathlib import Path
+
+import pytest
+
+from gpukit import paths
+from gpukit.paths import UNIX_SOCKET_PATH_MAX, project_root, socket_dir, state_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_project_root_is_the_repository(monkeypatch):
+    monkeypatch.delenv(paths.ROOT_ENV, raising=False)
+    assert project_root() == REPO
+
+
+def test_project_root_found_from_notebooks_folder(monkeypatch):
+    monkeypatch.delenv(paths.ROOT_ENV, raising=False)
+    monkeypatch.chdir(REPO / "notebooks")
+    assert project_root() == REPO
+
+
+def test_project_root_override(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    assert project_root() == tmp_path.resolve()
+    assert state_dir("dask") == tmp_path.resolve() / "_build" / "cache" / "dask"
+    assert (tmp_path / "_build" / "cache" / "dask").is_dir()
+
+
+def test_project_root_override_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="missing"):
+        project_root()
+
+
+def test_state_dir_is_inside_build_folder(monkeypatch):
+    monkeypatch.delenv(paths.ROOT_ENV, raising=False)
+    path = state_dir("ipython")
+    assert path == REPO / "_build" / "cache" / "ipython"
+    assert path.is_dir()
+
+
+@pytest.mark.parametrize("bad", ["", "..", "a/b", "a\\b", None, 3])
+def test_state_dir_rejects_bad_names(bad):
+    with pytest.raises(ValueError, match="state folder name"):
+        state_dir(bad)
+
+
+def test_socket_dir_is_short_wherever_the_clone_lives(monkeypatch, tmp_path):
+    deep = tmp_path / ("nested-folder-" * 12) / "gpu-python"
+    deep.mkdir(parents=True)
+    monkeypatch.setenv(paths.ROOT_ENV, str(deep))
+    assert len(str(state_dir("ray"))) > 150  # the state folder follows the clone ...
+    folder = socket_dir("ray")  # ... the socket folder does not
+    assert folder.is_dir() and oct(folder.parent.stat().st_mode & 0o777) == "0o700"
+    # Ray's longest socket path inside its temp dir: session_<date>_<time>_<microseconds>_<pid>/sockets/<name>.
+    longest_ray_socket = folder / "session_2026-11-22_14-24-30_123456_4194304" / "sockets" / "plasma_store"
+    assert len(str(longest_ray_socket)) <= UNIX_SOCKET_PATH_MAX
+
+
+def test_socket_dir_differs_between_clones_and_is_stable(monkeypatch, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path / "a"))
+    first = socket_dir("ray")
+    assert socket_dir("ray") == first
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path / "b"))
+    assert socket_dir("ray") != first
+
+
+@pytest.mark.parametrize("bad", ["", "..", "a/b", None])
+def test_socket_dir_rejects_bad_names(bad):
+    with pytest.raises(ValueError, match="plain folder name"):
+        socket_dir(bad)
