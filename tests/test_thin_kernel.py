@@ -1,0 +1,103 @@
+"""Every lesson runs to the end in a thin kernel: one with NumPy, PyTorch, Matplotlib, pandas and gpukit but
+none of the optional libraries, as in many workshop JupyterHubs. Each cell that needs a missing library
+must print that it skips, naming the library and the command that installs it.
+
+The kernel gets an IPython start-up file that makes the optional libraries unimportable, so the lesson
+code meets exactly the ImportError a kernel without them raises. Cells tagged ``skip-execution`` are
+skipped, as in the book build.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from booktoc import ROOT
+from nbclient import NotebookClient
+
+HIDDEN = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
+          "triton", "threadpoolctl", "tqdm")
+# What each lesson must say it skipped in such a kernel.
+EXPECTED_SKIPS = {
+    "00-environment-check.ipynb": [],
+    "01-cpu-vs-gpu.ipynb": ["Skipped: jax is not installed", "No progress bar: tqdm is not installed"],
+    "02-parallel-cpu.ipynb": ["Skipped: threadpoolctl is not installed", "Skipped: ipyparallel is not installed",
+                              "Skipped: dask is not installed", "Skipped: jax is not installed"],
+}
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+HIDE_AT_STARTUP = f'''
+import sys
+
+HIDDEN = {HIDDEN!r}
+
+
+class HideOptionalLibraries:
+    """Fails every import of the optional libraries, as a kernel without them does."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, HideOptionalLibraries())
+'''
+
+
+# Run last in the kernel: which optional libraries could not be imported.
+PROBE = f"""
+import importlib
+
+unimportable = []
+for name in {sorted(HIDDEN)!r}:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        unimportable.append(name)
+print("hidden:", unimportable)
+"""
+
+
+def test_every_notebook_says_what_it_skips_in_a_thin_kernel():
+    assert sorted(EXPECTED_SKIPS) == [p.name for p in NOTEBOOKS], "add the new notebook to EXPECTED_SKIPS"
+
+
+@pytest.fixture(scope="module")
+def thin_ipython_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("thin-ipython")
+    startup = folder / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-hide-optional-libraries.py").write_text(HIDE_AT_STARTUP, encoding="utf-8")
+    return folder
+
+
+def printed(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                parts.append(output["text"])
+            elif "data" in output:
+                parts.append(str(output["data"].get("text/plain", "")))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_to_the_end_without_the_optional_libraries(path, thin_ipython_dir, monkeypatch):
+    monkeypatch.setenv("IPYTHONDIR", str(thin_ipython_dir))
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", 300)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute(cwd=str(path.parent), env={**os.environ, "IPYTHONDIR": str(thin_ipython_dir)})
+    text = printed(nb)
+    assert "Running on " in text, "the first cell did not run"
+    for skip in EXPECTED_SKIPS[path.name]:
+        assert skip in text, f"{path.name} did not print {skip!r}"
+    for line in text.splitlines():
+        if line.startswith("Skipped: ") and "is not installed" in line:
+            assert "-m pip install " in line and "==" in line, f"no pinned install command in: {line}"
+    assert f"hidden: {sorted(HIDDEN)}" in text, "the kernel could import an optional library after all"
