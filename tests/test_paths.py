@@ -1,3 +1,4 @@
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,26 +46,39 @@ def test_state_dir_rejects_bad_names(bad):
         state_dir(bad)
 
 
-def test_socket_dir_is_short_wherever_the_clone_lives(monkeypatch, tmp_path):
+@pytest.fixture
+def remove_socket_dirs():
+    """Socket folders live outside tmp_path, under the system's temporary folder: remove the test's own."""
+    made = []
+    yield made
+    for folder in made:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def test_socket_dir_is_short_wherever_the_clone_lives(monkeypatch, tmp_path, remove_socket_dirs):
     deep = tmp_path / ("nested-folder-" * 12) / "gpu-python"
     deep.mkdir(parents=True)
     monkeypatch.setenv(paths.ROOT_ENV, str(deep))
     assert len(str(state_dir("ray"))) > 150  # the state folder follows the clone ...
     folder = socket_dir("ray")  # ... the socket folder does not
+    remove_socket_dirs.append(folder)
     assert folder.is_dir() and oct(folder.parent.stat().st_mode & 0o777) == "0o700"
     # Ray's longest socket path inside its temp dir: session_<date>_<time>_<microseconds>_<pid>/sockets/<name>.
     longest_ray_socket = folder / "session_2026-11-22_14-24-30_123456_4194304" / "sockets" / "plasma_store"
     assert len(str(longest_ray_socket)) <= UNIX_SOCKET_PATH_MAX
 
 
-def test_socket_dir_differs_between_clones_and_is_stable(monkeypatch, tmp_path):
+def test_socket_dir_differs_between_clones_and_is_stable(monkeypatch, tmp_path, remove_socket_dirs):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path / "a"))
     first = socket_dir("ray")
+    remove_socket_dirs.append(first)
     assert socket_dir("ray") == first
     monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path / "b"))
-    assert socket_dir("ray") != first
+    second = socket_dir("ray")
+    remove_socket_dirs.append(second)
+    assert second != first
 
 
 @pytest.mark.parametrize("bad", ["", "..", "a/b", None])
