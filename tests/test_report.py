@@ -77,3 +77,30 @@ def test_the_report_shows_paths_relative_to_the_book_or_the_environment(monkeypa
     assert rep.shown_path(str(elsewhere)) == "bin/python3 in the environment 'gpu'"
     python_line = [f for f in environment_report().findings if f.topic == "python"][0]
     assert str(project_root()) not in python_line.detail
+
+
+def test_cupy_without_a_usable_gpu_is_a_note_not_a_problem(monkeypatch):
+    import types
+
+    fake_cupy = types.ModuleType("cupy")
+    fake_cupy.cuda = types.SimpleNamespace(is_available=lambda: False)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    real = rep.library_version
+    monkeypatch.setattr(rep, "library_version", lambda name: "14.2.0" if name == "cupy" else real(name))
+    monkeypatch.setattr(rep, "nvidia_smi_gpus", lambda: None)
+    (cupy,) = [f for f in environment_report().findings if f.topic == "cupy"]
+    assert cupy.status == rep.NOTE and "no usable GPU" in cupy.detail
+
+
+def test_each_cuda_device_torch_sees_is_listed(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(rep._device, "cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(rep._device, "describe_device", lambda d: f"{d} (NVIDIA H100 80GB HBM3, 79.2 GiB)")
+    monkeypatch.setattr(rep._device, "pick_device", lambda: "cuda")
+    monkeypatch.setattr(rep, "nvidia_smi_gpus", lambda: ["NVIDIA H100 80GB HBM3, 81559 MiB"] * 2)
+    result = environment_report()
+    listed = [f for f in result.findings if f.topic.startswith("torch cuda:")]
+    assert [f.topic for f in listed] == ["torch cuda:0", "torch cuda:1"]
+    assert all(f.status == rep.OK and "H100" in f.detail for f in listed)
+    assert result.device.startswith("cuda (NVIDIA H100")
