@@ -143,20 +143,35 @@ def _computed(answer):
     return answer.compute()
 
 
-EXERCISES: dict[str, Exercise] = {
-    exercise.label: exercise
-    for exercise in (
-        Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * np.dtype("float16").itemsize),
-        Exercise("ex-env-zeros-on-device", _zeros_on_the_chosen_device),
-        Exercise("ex-cpu-gpu-matmul-flops", lambda: 2 * 3000**3),
-        Exercise("ex-cpu-gpu-transfer-share", lambda: (2 + 1) * 60 / ((2 + 1) * 60 + 70), rtol=1e-3),
-        Exercise("ex-cpu-gpu-ew-bytes", lambda: (4 + 4) * 10_000_000),
-        Exercise("ex-par-torch-threads", _torch_threads_now),
-        Exercise("ex-par-dask-mean", _mean_of_folds, needs=("serial_errors",), rtol=1e-9,
-                 method=_is_a_dask_graph_over_folds, result=_computed),
-        Exercise("ex-par-jumped", _first_draws_of_jumped_generators),
-    )
-}
+EXERCISES: dict[str, Exercise] = {}
+
+
+def register(*exercises: Exercise) -> None:
+    """Add exercises to the book's registry; a label may be used once only."""
+    for exercise in exercises:
+        if exercise.label in EXERCISES:
+            raise ValueError(f"the exercise label {exercise.label!r} is registered twice")
+        EXERCISES[exercise.label] = exercise
+
+
+# Chapter 0, environment check
+register(
+    Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * np.dtype("float16").itemsize),
+    Exercise("ex-env-zeros-on-device", _zeros_on_the_chosen_device),
+)
+# Chapter 1, CPU versus GPU
+register(
+    Exercise("ex-cpu-gpu-matmul-flops", lambda: 2 * 3000**3),
+    Exercise("ex-cpu-gpu-transfer-share", lambda: (2 + 1) * 60 / ((2 + 1) * 60 + 70), rtol=1e-3),
+    Exercise("ex-cpu-gpu-ew-bytes", lambda: (4 + 4) * 10_000_000),
+)
+# Chapter 2, parallel Python on the CPU
+register(
+    Exercise("ex-par-torch-threads", _torch_threads_now),
+    Exercise("ex-par-dask-mean", _mean_of_folds, needs=("serial_errors",), rtol=1e-9,
+             method=_is_a_dask_graph_over_folds, result=_computed),
+    Exercise("ex-par-jumped", _first_draws_of_jumped_generators),
+)
 
 
 def check(label: str, answer, **context) -> CheckResult:

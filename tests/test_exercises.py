@@ -1,7 +1,9 @@
 """Every exercise's solution passes its check, and wrong answers are rejected with a message that names
 what is wrong without giving the expected value away."""
 
+import importlib
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,11 @@ from gpukit import exercises
 from gpukit.device import pick_device
 from gpukit.exercises import EXERCISES, check, compare
 from gpukit.random_streams import first_draws, jumped_generators, spawned_generators
+
+# Later chapters keep their cases in tests/exercise_cases_<topic>.py: SOLUTIONS maps a label to a function
+# returning (answer, context), WRONG_ANSWERS maps it to a function returning [(wrong answer, word the
+# message must contain), ...].
+CASE_MODULES = [importlib.import_module(p.stem) for p in sorted(Path(__file__).parent.glob("exercise_cases_*.py"))]
 
 # The run's values some exercises are computed from: a stand-in for the lesson's cross-validation errors.
 SERIAL_ERRORS = np.random.default_rng(0).random((8, 5))
@@ -41,6 +48,9 @@ def solution(label):
     if label == "ex-par-jumped":
         base = np.random.PCG64(2026)
         return first_draws([np.random.Generator(base.jumped(i)) for i in range(4)]), {}
+    for cases in CASE_MODULES:
+        if label in cases.SOLUTIONS:
+            return cases.SOLUTIONS[label]()
     raise AssertionError(f"no solution written for {label}: add one to this test")
 
 
@@ -73,6 +83,9 @@ def wrong_answers(label):
         return [(first_draws(spawned_generators(2026, 4)), "values differ"),
                 (first_draws(jumped_generators(2026, 3)), "shape is (3, 4)"),
                 (first_draws(jumped_generators(2026, 4)).astype(np.float64), "dtype is float64")]
+    for cases in CASE_MODULES:
+        if label in cases.WRONG_ANSWERS:
+            return cases.WRONG_ANSWERS[label]()
     raise AssertionError(f"no wrong answers written for {label}: add some to this test")
 
 
@@ -148,7 +161,6 @@ def test_a_cuda_array_is_named_as_being_on_the_wrong_device(monkeypatch):
 
 def test_every_exercise_in_the_notebooks_is_registered_and_checked_by_label():
     import json
-    from pathlib import Path
 
     labels = set()
     for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
@@ -159,3 +171,10 @@ def test_every_exercise_in_the_notebooks_is_registered_and_checked_by_label():
             assert f'check("{label}"' in text, f"{path.name}: {label} is not checked with check(\"{label}\", ...)"
         labels |= found
     assert labels == set(EXERCISES)
+
+
+def test_a_label_cannot_be_registered_twice():
+    from gpukit.exercises import Exercise, register
+
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Exercise("ex-env-batch-bytes", lambda: 1))
