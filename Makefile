@@ -46,6 +46,7 @@ $(CACHE_MATCHES): $(wildcard gpukit/*.py) requirements.txt
 	@mkdir -p $(@D) && touch $@
 
 book: setup state-dirs $(CACHE_MATCHES)
+	$(BIN)/python scripts/execute_notebooks.py
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo
 	@echo "The book is in _build/html (open _build/html/index.html). To view it: make serve"

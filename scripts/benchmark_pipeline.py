@@ -16,7 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
-EXECUTED = re.compile(r"(\S+\.ipynb): Executing notebook")
+# The notebooks a step executed: scripts/execute_notebooks.py lists each with its time; the build names any
+# it had to execute itself.
+EXECUTED = re.compile(r"(\S+\.ipynb)(?:: Executing notebook|: \d+\.\d s$)", re.MULTILINE)
 
 
 def run(label: str, command: list[str]) -> dict:
@@ -26,7 +28,7 @@ def run(label: str, command: list[str]) -> dict:
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{label} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    executed = sorted(Path(p).name for p in EXECUTED.findall(done.stdout + done.stderr))
+    executed = sorted({Path(p).name for p in EXECUTED.findall(done.stdout + done.stderr)})
     print(f"   {seconds:.1f} s; notebooks executed: {executed or 'none'}", flush=True)
     return {"step": label, "seconds": round(seconds, 1), "executed": executed}
 

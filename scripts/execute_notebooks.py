@@ -1,0 +1,97 @@
+"""Execute the book's notebooks in parallel, one per core, into the execution cache that `jupyter-book build`
+reads, so the build itself executes nothing that is already up to date.
+
+Jupyter Book 1 executes the notebooks of a build one after another. This script runs before it (`make book`,
+and the offline rebuild in `make test`): every toc notebook whose code has no cached run is executed with
+jupyter-cache's own single-notebook executor, in the notebook's folder, with the notebook's own
+`mystnb.execution_timeout`, exactly as the build would, and the result is cached with its run time (the
+execution-statistics page shows it). A notebook that fails is left uncached and reported; the build then
+runs it again and fails on it with the full error, as without this script.
+
+    python scripts/execute_notebooks.py [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+import yaml
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from jupyter_cache.executors.utils import single_nb_execution
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "_build" / ".jupyter_cache"
+
+
+def toc_notebooks() -> list[Path]:
+    """The .ipynb files the table of contents lists, in toc order."""
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                yield entry["file"]
+            for key in ("parts", "chapters", "sections"):
+                yield from walk(entry.get(key, []))
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"], *walk(toc.get("parts", []) + toc.get("chapters", []))]
+    return [ROOT / f"{name}.ipynb" for name in files if (ROOT / f"{name}.ipynb").is_file()]
+
+
+def default_timeout() -> int:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return int(config.get("execute", {}).get("timeout", 300))
+
+
+def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
+    """Run one notebook and cache it; returns (path, seconds, error)."""
+    nb = nbformat.read(path, as_version=4)
+    timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", timeout)
+    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout, allow_errors=False)
+    if result.err is not None:
+        return path, None, f"{result.err.__class__.__name__}: {str(result.err)[-1500:]}"
+    cache = get_cache(str(CACHE))
+    cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": result.time}),
+                                check_validity=False, overwrite=True)
+    return path, result.time, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks run at once")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
+
+    cache = get_cache(str(CACHE))
+    stale = []
+    for path in toc_notebooks():
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            stale.append(path)
+    if not stale:
+        print("Every notebook has an up-to-date cached run.")
+        return 0
+    print(f"Executing {len(stale)} notebook(s), {min(args.jobs, len(stale))} at a time ...", flush=True)
+    with ProcessPoolExecutor(max_workers=min(args.jobs, len(stale))) as pool:
+        runs = [pool.submit(execute, path, default_timeout()) for path in stale]
+        for run in as_completed(runs):
+            path, seconds, error = run.result()
+            name = path.relative_to(ROOT)
+            if error is None:
+                print(f"  {name}: {seconds:.1f} s", flush=True)
+            else:
+                print(f"  {name}: FAILED ({error.splitlines()[-1] if error else ''}); the build will run it "
+                      "again and show the error", flush=True)
+    # Failures are not this script's to report in full: the build runs them again and shows the traceback.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
