@@ -56,12 +56,13 @@ def state_dir(name: str) -> Path:
 def socket_dir(name: str) -> Path:
     """A short folder for ``name``'s Unix sockets, created if needed, private to this user.
 
-    It is ``<tmp>/gpukit-<uid>-<8 hex digits of the project's path>/<name>``: the same for every process of one
-    clone, different between clones, and about 40 characters long wherever the clone lives.
+    It is ``<tmp>/gpukit-<12 hex digits of the project's path>/<name>``: the same for every process of one
+    clone, different between clones, and about 40 characters long wherever the clone lives. The user is not
+    part of the name: inside a user namespace (``unshare -r``, as the tests run Ray) every user is root.
     """
     name = _plain_name(name)
-    digest = hashlib.sha256(str(project_root()).encode()).hexdigest()[:8]
-    base = Path(tempfile.gettempdir()) / f"gpukit-{os.getuid()}-{digest}"
+    digest = hashlib.sha256(str(project_root()).encode()).hexdigest()[:12]
+    base = Path(tempfile.gettempdir()) / f"gpukit-{digest}"
     base.mkdir(mode=0o700, exist_ok=True)
     path = base / name
     path.mkdir(exist_ok=True)

@@ -2,8 +2,9 @@
 none of the optional libraries, as in many workshop JupyterHubs. Each cell that needs a missing library
 must print that it skips, naming the library and the command that installs it.
 
-The kernel gets an IPython start-up file that makes the optional libraries unimportable, so the lesson
-code meets exactly the ImportError a kernel without them raises. Cells tagged ``skip-execution`` are
+The kernel gets an IPython start-up file that hides the optional libraries from Python's path finder, so
+the lesson code (and the libraries it uses, which probe with ``importlib.util.find_spec``) meet exactly what
+a kernel without them shows. Cells tagged ``skip-execution`` are
 skipped, as in the book build.
 """
 
@@ -27,20 +28,32 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 HIDE_AT_STARTUP = f'''
 import sys
+from importlib.machinery import PathFinder
 
 HIDDEN = {HIDDEN!r}
 
 
-class HideOptionalLibraries:
-    """Fails every import of the optional libraries, as a kernel without them does."""
+class PathFinderWithoutOptionalLibraries:
+    """The standard path finder, blind to the optional libraries: for them find_spec answers None, as it does
+    where a library is not installed, so both `import` and `importlib.util.find_spec` probes see it missing."""
 
-    def find_spec(self, name, path=None, target=None):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
         if name.split(".")[0] in HIDDEN:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
+            return None
+        return PathFinder.find_spec(name, path, target)
+
+    @classmethod
+    def invalidate_caches(cls):
+        PathFinder.invalidate_caches()
+
+    @classmethod
+    def find_distributions(cls, *args, **kwargs):
+        # importlib.metadata asks the path finder for installed distributions (entry points, versions).
+        return PathFinder.find_distributions(*args, **kwargs)
 
 
-sys.meta_path.insert(0, HideOptionalLibraries())
+sys.meta_path[:] = [PathFinderWithoutOptionalLibraries if f is PathFinder else f for f in sys.meta_path]
 '''
 
 
