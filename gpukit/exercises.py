@@ -174,6 +174,144 @@ register(
 )
 
 
+# Chapter 3, CuPy
+_SOFTMAX_VALUES = ((1.0, 2.0, 3.0), (-1.0, 0.5, 4.0))
+
+
+def _softmax_inputs() -> dict[str, object]:
+    """The arrays a reader's array-API softmax is tried on: NumPy float64 and torch float32."""
+    import torch
+
+    return {"a NumPy array": np.array(_SOFTMAX_VALUES),
+            "a torch tensor": torch.tensor(_SOFTMAX_VALUES, dtype=torch.float32)}
+
+
+def _softmax_expected(x):
+    """softmax over the last axis, in the library and dtype of ``x``."""
+    if library_of(x) == "torch":
+        import torch
+
+        return torch.softmax(x, dim=-1)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_on_torch():
+    return _softmax_expected(_softmax_inputs()["a torch tensor"])
+
+
+def _runs_on_numpy_and_torch(answer) -> str | None:
+    if not callable(answer):
+        return f"expected a function (def softmax(x): ...), got {type(answer).__name__}."
+    for what, x in _softmax_inputs().items():
+        try:
+            out = answer(x)
+        except Exception as error:  # the reader's code: any error is the answer to report
+            first_line = (str(error).strip().splitlines() or [""])[0][:200]
+            return f"on {what} your function raised {type(error).__name__}: {first_line}"
+        verdict = compare(out, _softmax_expected(x))
+        if not verdict:
+            return f"on {what}: {verdict.message}"
+    return None
+
+
+def _called_on_a_torch_tensor(answer):
+    return answer(_softmax_inputs()["a torch tensor"])
+
+
+register(
+    Exercise("ex-cupy-softmax", _softmax_on_torch, method=_runs_on_numpy_and_torch,
+             result=_called_on_a_torch_tensor),
+    Exercise("ex-cupy-transfer-bytes", lambda: 3 * 7000 * 7000 * np.dtype("float32").itemsize),
+)
+
+
+# Chapter 4, PyTorch on the GPU
+def _ramp_in_half_precision(device):
+    """Five evenly spaced values from 0 to 1, float16, made on the run's device."""
+    import torch
+
+    return torch.linspace(0, 1, 5, dtype=torch.float16, device=device)
+
+
+def _scaled_on_the_readings_device(readings, scale):
+    """``readings * scale`` with the host tensor ``scale`` moved to where ``readings`` live."""
+    return readings * scale.to(readings.device)
+
+
+register(
+    Exercise("ex-torch-on-device", _ramp_in_half_precision, needs=("device",), rtol=1e-3),
+    Exercise("ex-torch-bmm-flops", lambda: 2 * 1000 * 64 * 16 * 32),
+    Exercise("ex-torch-fix-mismatch", _scaled_on_the_readings_device, needs=("readings", "scale")),
+)
+
+
+# Chapter 5, autograd and custom operations
+def _gradient_of_the_mean_cubic():
+    """d/dx of mean(x**3 - 2x) = x**2 - 2/3, at x = (1, 2, 3), as PyTorch's default float32 on the CPU."""
+    import torch
+
+    x = torch.tensor([1.0, 2.0, 3.0])
+    return x**2 - 2 / 3
+
+
+def _tanh_exercise_inputs():
+    """Where the reader's Tanh is tried: seven points, and an incoming gradient that is not all ones (a
+    backward that forgets ``grad_y`` would pass with ones)."""
+    import torch
+
+    x = torch.linspace(-2.0, 2.0, 7, dtype=torch.float64, requires_grad=True)
+    grad_y = torch.linspace(0.5, 2.0, 7, dtype=torch.float64)
+    return x, grad_y
+
+
+def _tanh_gradient_by_autograd():
+    import torch
+
+    x, grad_y = _tanh_exercise_inputs()
+    (grad,) = torch.autograd.grad(torch.tanh(x), x, grad_y)
+    return grad
+
+
+def _tanh_gradient_of(function):
+    import torch
+
+    x, grad_y = _tanh_exercise_inputs()
+    (grad,) = torch.autograd.grad(function.apply(x), x, grad_y)
+    return grad
+
+
+def _is_a_working_tanh_function(answer) -> str | None:
+    import torch
+
+    if not (isinstance(answer, type) and issubclass(answer, torch.autograd.Function)):
+        return (f"expected your Function class itself (a subclass of torch.autograd.Function, such as Tanh), "
+                f"got {type(answer).__name__}.")
+    x, grad_y = _tanh_exercise_inputs()
+    try:
+        y = answer.apply(x)
+    except Exception as error:  # the reader's code: report whatever it raised
+        return f"{answer.__name__}.apply(x) raised {type(error).__name__}: {error}"
+    if not (isinstance(y, torch.Tensor) and y.shape == x.shape and torch.allclose(y, torch.tanh(x))):
+        return f"{answer.__name__}'s forward no longer computes tanh(x): keep the forward as given."
+    try:
+        (grad,) = torch.autograd.grad(y, x, grad_y, allow_unused=True)
+    except Exception as error:
+        return f"{answer.__name__}'s backward raised {type(error).__name__}: {error}"
+    if grad is None:
+        return (f"{answer.__name__}'s backward returned None: return the gradient with respect to x, a tensor "
+                "shaped like x.")
+    return None
+
+
+register(
+    Exercise("ex-autograd-grad-by-hand", _gradient_of_the_mean_cubic),
+    Exercise("ex-autograd-tanh-backward", _tanh_gradient_by_autograd, rtol=1e-7, atol=1e-12,
+             method=_is_a_working_tanh_function, result=_tanh_gradient_of),
+    Exercise("ex-autograd-broken-coverage", lambda: 64 + 32 - 1),
+)
+
+
 def check(label: str, answer, **context) -> CheckResult:
     """Check ``answer`` to the exercise called ``label`` and say what, if anything, is wrong with it.
 
