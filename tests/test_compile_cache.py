@@ -1,0 +1,100 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from gpukit import compile_cache, paths
+from gpukit.compile_cache import (
+    INDUCTOR_CACHE_ENV,
+    CompileCache,
+    inductor_default_cache_dir,
+    use_inductor_cache,
+)
+
+
+@pytest.fixture
+def project(monkeypatch, tmp_path):
+    """A stand-in project root, and no cache folder chosen yet."""
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
+    return tmp_path
+
+
+def test_an_unset_variable_points_inductor_into_the_project(project):
+    cache = use_inductor_cache()
+    expected = project.resolve() / "_build" / "cache" / "inductor"
+    assert cache.path == expected and expected.is_dir()
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(expected)
+    assert cache.chosen_by == "gpukit"
+    assert not cache.warm and "empty" in str(cache)
+
+
+def test_a_filled_cache_is_reported_as_warm(project):
+    folder = project / "_build" / "cache" / "inductor" / "fxgraph" / "ab"
+    folder.mkdir(parents=True)
+    (folder / "entry").write_text("compiled")
+    cache = use_inductor_cache()
+    assert cache.warm and cache.files_before == 1
+    assert "1 file(s) from earlier runs" in str(cache)
+
+
+def test_inductors_own_default_is_replaced(project, monkeypatch):
+    """Inductor writes its default into the variable once it has run; that is not a reader's choice."""
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, str(inductor_default_cache_dir()))
+    cache = use_inductor_cache()
+    assert cache.chosen_by == "gpukit"
+    assert cache.path == project.resolve() / "_build" / "cache" / "inductor"
+
+
+def test_a_folder_chosen_on_purpose_is_kept(project, monkeypatch, tmp_path_factory):
+    chosen = tmp_path_factory.mktemp("job") / "inductor-cache"
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, str(chosen))
+    cache = use_inductor_cache()
+    assert cache.path == chosen.resolve() and chosen.is_dir()
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(chosen)
+    assert INDUCTOR_CACHE_ENV in cache.chosen_by
+    assert not (project / "_build" / "cache" / "inductor").exists()
+
+
+def test_the_default_folder_matches_inductors_rule():
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    assert inductor_default_cache_dir() == Path(default_cache_dir())
+
+
+def test_the_default_folder_survives_an_unknown_user(monkeypatch):
+    def no_user():
+        raise KeyError("getpwuid(): uid not found")
+
+    monkeypatch.setattr(compile_cache.getpass, "getuser", no_user)
+    assert inductor_default_cache_dir().name == f"torchinductor_uid_{os.getuid()}"
+
+
+def test_compile_cache_states_itself():
+    cache = CompileCache(path=Path("/x"), chosen_by="gpukit", files_before=0)
+    assert str(cache) == ("torch.compile's cache: /x (chosen by gpukit); "
+                          "empty, so the first compilation starts from scratch")
+
+
+def test_torch_compile_writes_into_the_chosen_folder(tmp_path):
+    """A real compilation, in a fresh process so that this process's inductor state is untouched."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import torch
+        from gpukit.compile_cache import use_inductor_cache
+        cache = use_inductor_cache()
+        f = torch.compile(lambda x: torch.exp(x) + 3 * torch.sin(x))
+        x = torch.rand(64)
+        torch.testing.assert_close(f(x), torch.exp(x) + 3 * torch.sin(x))
+        print(cache.path)
+    """)
+    env = {**os.environ, paths.ROOT_ENV: str(tmp_path)}
+    env.pop(INDUCTOR_CACHE_ENV, None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path.resolve() / "_build" / "cache" / "inductor"
+    assert done.stdout.strip().endswith(str(folder))
+    assert any(item.is_file() for item in folder.rglob("*")), "inductor wrote nothing into the project's cache"
