@@ -1,0 +1,262 @@
+"""Building PyTorch C++ and CUDA extensions inside a lesson: what the machine has for it, where the builds
+are kept, and how long a build took.
+
+``torch.utils.cpp_extension.load_inline`` compiles C++ (and CUDA) source strings into a Python module. It
+needs a C++ compiler, the ``ninja`` build tool on ``PATH`` and Python's headers; a CUDA extension also needs
+a CUDA build of PyTorch, a CUDA device and the CUDA toolkit (nvcc) that PyTorch finds through ``CUDA_HOME``.
+
+- :func:`build_tools` looks for all of these and says, for each kind of extension, why it cannot be built
+  (or that it can);
+- :func:`extension_dir` is where one extension is built: ``<repo>/_build/cache/torch_extensions/<name>``.
+  PyTorch rebuilds only when the sources or flags change, so a second run of a notebook loads the module
+  from there instead of compiling again;
+- :func:`timed_build` times a build and tells a compilation from a load out of that cache;
+- :func:`ptx_excerpt` picks the telling lines of one kernel out of nvcc's PTX.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .paths import project_root, state_dir
+
+STATE_NAME = "torch_extensions"
+# Files a finished build leaves: the extension module itself.
+_LIBRARY_SUFFIXES = (".so", ".pyd", ".dylib")
+# A build here takes well under this; a lock file older than it was left by a build that was interrupted.
+STALE_LOCK_SECONDS = 15 * 60
+# The lines of a kernel's PTX worth reading first: where the thread is, the bounds guard, memory, the maths.
+PTX_HIGHLIGHTS = ("%ctaid", "%ntid", "%tid", "setp.", "bra", "ld.global", "st.global", "ex2.", "rcp.",
+                  "div.", "ret;")
+
+
+def extension_dir(name: str) -> Path:
+    """The folder where the extension ``name`` is built and cached, created if needed."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"an extension name must be a Python identifier such as 'dense_cpp', not {name!r}")
+    path = state_dir(STATE_NAME) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cxx() -> str:
+    """The compiler PyTorch's extension builder calls: ``cl`` on Windows, else ``$CXX`` or ``c++``."""
+    return "cl" if sys.platform == "win32" else os.environ.get("CXX", "c++")
+
+
+def _ninja() -> str | None:
+    """ninja on ``PATH``; failing that, the one the ``ninja`` Python package installed, which is then put on
+    ``PATH`` because PyTorch runs ``ninja`` by name."""
+    found = shutil.which("ninja")
+    if found:
+        return found
+    try:
+        import ninja
+    except ImportError:
+        return None
+    folder = getattr(ninja, "BIN_DIR", None)
+    if not folder or shutil.which("ninja", path=folder) is None:
+        return None
+    os.environ["PATH"] = folder + os.pathsep + os.environ.get("PATH", "")
+    return shutil.which("ninja")
+
+
+def _python_headers() -> Path:
+    return Path(sysconfig.get_paths()["include"]) / "Python.h"
+
+
+@dataclass(frozen=True)
+class BuildTools:
+    """What this machine has for building PyTorch extensions. Paths are ``None`` where a tool is missing."""
+
+    compiler: str | None
+    ninja: str | None
+    python_headers: str | None
+    torch_cuda: str | None = None
+    cuda_device: bool = False
+    cuda_home: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def cpp_reason(self) -> str | None:
+        """Why a C++ extension cannot be built here, or ``None`` when it can."""
+        missing = []
+        if self.compiler is None:
+            missing.append(f"no C++ compiler ({_cxx()} is not on PATH; install g++ or clang, or set CXX)")
+        if self.ninja is None:
+            missing.append("no ninja build tool (pip install ninja)")
+        if self.python_headers is None:
+            missing.append("no Python headers (Python.h; on Debian/Ubuntu, apt install python3-dev)")
+        return "; ".join(missing) if missing else None
+
+    @property
+    def can_build_cpp(self) -> bool:
+        return self.cpp_reason is None
+
+    @property
+    def cuda_reason(self) -> str | None:
+        """Why a CUDA extension cannot be built and run here, or ``None`` when it can."""
+        missing = []
+        if self.torch_cuda is None:
+            missing.append("this PyTorch is not a CUDA build (torch.version.cuda is None)")
+        elif not self.cuda_device:
+            missing.append("PyTorch sees no CUDA device")
+        elif self.cuda_home is None:
+            missing.append("the CUDA toolkit was not found (set CUDA_HOME to the folder holding bin/nvcc)")
+        if self.cpp_reason:
+            missing.append(self.cpp_reason)
+        return "; ".join(missing) if missing else None
+
+    @property
+    def can_build_cuda(self) -> bool:
+        return self.cuda_reason is None
+
+    def __str__(self) -> str:
+        def shown(value):
+            return value if value else "missing"
+
+        lines = [
+            f"C++ compiler:   {shown(self.compiler)}",
+            f"ninja:          {shown(self.ninja)}",
+            f"Python headers: {shown(self.python_headers)}",
+            f"CUDA build of PyTorch: {self.torch_cuda or 'no'}; CUDA device: "
+            f"{'yes' if self.cuda_device else 'no'}; CUDA toolkit: "
+            f"{shown(self.cuda_home) if self.cuda_device else 'not looked for without a CUDA device'}",
+            "C++ extension:  " + ("can be built" if self.can_build_cpp else f"cannot be built: {self.cpp_reason}"),
+            "CUDA extension: " + ("can be built" if self.can_build_cuda else f"cannot be built: {self.cuda_reason}"),
+        ]
+        return "\n".join([*lines, *self.notes])
+
+
+def build_tools() -> BuildTools:
+    """Look for what ``load_inline`` needs: a C++ compiler, ninja and Python's headers for any extension,
+    plus a CUDA build of PyTorch, a CUDA device and the CUDA toolkit for a CUDA one."""
+    import torch
+
+    notes = []
+    on_path = shutil.which("ninja")
+    ninja = _ninja()
+    if ninja and not on_path:
+        notes.append(f"(ninja was not on PATH; the ninja package's {Path(ninja).parent} was put in front of it)")
+    headers = _python_headers()
+    torch_cuda = getattr(torch.version, "cuda", None)
+    cuda_device = bool(torch_cuda) and torch.cuda.is_available()
+    cuda_home = None
+    if cuda_device:
+        from torch.utils.cpp_extension import CUDA_HOME
+
+        cuda_home = CUDA_HOME
+    return BuildTools(
+        compiler=shutil.which(_cxx()),
+        ninja=ninja,
+        python_headers=str(headers) if headers.is_file() else None,
+        torch_cuda=torch_cuda,
+        cuda_device=cuda_device,
+        cuda_home=cuda_home,
+        notes=tuple(notes),
+    )
+
+
+def _libraries(folder: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in folder.iterdir() if p.suffix in _LIBRARY_SUFFIXES and p.is_file()}
+
+
+def clear_stale_lock(folder: Path, older_than: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove the ``lock`` file an interrupted build left in ``folder`` (PyTorch would wait for it forever).
+
+    Only a lock older than ``older_than`` seconds is removed: a younger one may belong to a build running in
+    another process. Returns whether a lock was removed.
+    """
+    lock = Path(folder) / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < older_than:
+        return False
+    lock.unlink(missing_ok=True)
+    return True
+
+
+@dataclass
+class Build:
+    """One call of ``load_inline`` (or ``load``): where it built, how long it took, whether it compiled."""
+
+    name: str
+    directory: Path
+    seconds: float | None = None
+    compiled: bool | None = None
+    cleared_lock: bool = False
+
+    def _where(self) -> str:
+        try:
+            return str(self.directory.relative_to(project_root()))
+        except (ValueError, FileNotFoundError):
+            return str(self.directory)
+
+    def __str__(self) -> str:
+        if self.seconds is None:
+            return f"{self.name}: not built yet (building in {self._where()})"
+        lock = " (a stale lock of an interrupted build was removed first)" if self.cleared_lock else ""
+        if self.compiled:
+            return (f"{self.name}: compiled in {self.seconds:.1f} s{lock}; cached in {self._where()}, so the "
+                    "next run loads it without compiling")
+        return (f"{self.name}: loaded in {self.seconds:.2f} s from the cache in {self._where()}{lock}: "
+                "sources and flags unchanged, nothing was compiled")
+
+
+@contextmanager
+def timed_build(name: str) -> Iterator[Build]:
+    """Time the build of extension ``name`` in the ``with`` block, which builds into ``build.directory``::
+
+        with timed_build("dense_cpp") as build:
+            module = load_inline("dense_cpp", ..., build_directory=build.directory)
+        print(build)  # compiled in 31.2 s, or loaded from the cache
+
+    A build compiled when the extension's library file in that folder is new or changed afterwards.
+    """
+    directory = extension_dir(name)
+    build = Build(name=name, directory=directory)
+    build.cleared_lock = clear_stale_lock(directory)
+    before = _libraries(directory)
+    start = time.perf_counter()
+    try:
+        yield build
+    finally:
+        build.seconds = time.perf_counter() - start
+        after = _libraries(directory)
+        build.compiled = any(before.get(path) != stamp for path, stamp in after.items())
+
+
+def ptx_function(ptx: str, entry: str) -> str:
+    """The text of the kernel ``entry`` (its ``.entry`` line to its closing brace) in a PTX listing."""
+    start = re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx)
+    if start is None:
+        names = re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(", ptx)
+        raise ValueError(f"no kernel {entry!r} in this PTX; its kernels are {names}")
+    body = ptx.find("{", start.end())
+    depth = 0
+    for index in range(body, len(ptx)):
+        depth += {"{": 1, "}": -1}.get(ptx[index], 0)
+        if depth == 0:
+            return ptx[start.start():index + 1]
+    raise ValueError(f"the PTX of {entry!r} ends before its closing brace")
+
+
+def ptx_excerpt(ptx: str, entry: str, highlights: Iterable[str] = PTX_HIGHLIGHTS) -> str:
+    """The ``.entry`` line of kernel ``entry`` and those of its lines that contain one of ``highlights``,
+    without indentation: a PTX listing is long, and these lines show the index arithmetic, the bounds guard,
+    the loads and stores and the maths."""
+    highlights = tuple(highlights)
+    lines = ptx_function(ptx, entry).splitlines()
+    kept = [" ".join(line.split()) for line in lines[1:] if any(h in line for h in highlights)]
+    return "\n".join([lines[0].strip(), *kept])

@@ -1,0 +1,297 @@
+"""gpukit.extensions: what a machine has for building PyTorch extensions (with fake CUDA machines), where
+builds are cached, telling a compilation from a cached load, and PTX excerpts. The last test compiles the
+chapter 5 CUDA extension's source against PyTorch's headers with nvcc, where both exist: the only check of
+the GPU-only launcher on a machine without a GPU."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from booktoc import ROOT
+
+from gpukit import extensions
+from gpukit.extensions import (
+    BuildTools,
+    build_tools,
+    clear_stale_lock,
+    extension_dir,
+    ptx_excerpt,
+    ptx_function,
+    timed_build,
+)
+from gpukit.kernels import compile_cuda, find_nvcc
+
+LESSON = ROOT / "notebooks" / "05-autograd-custom-ops.ipynb"
+
+PTX = """
+.version 8.0
+.visible .entry first(
+\t.param .u64 first_param_0
+)
+{
+\tmov.u32 \t%r1, %ctaid.x;
+\tadd.s32 \t%r2, %r1, 1;
+\tsetp.ge.s32 \t%p1, %r2, 4;
+\t@%p1 bra \t$L__BB0_2;
+\tst.global.f32 \t[%rd1], %f1;
+$L__BB0_2:
+\tret;
+
+}
+.visible .entry second(
+)
+{
+\tret;
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A throw-away project root, so that state folders are made under tmp_path."""
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    monkeypatch.setenv("GPUKIT_PROJECT_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_extension_dir_is_inside_the_project(project):
+    path = extension_dir("dense_cpp")
+    assert path == project / "_build" / "cache" / "torch_extensions" / "dense_cpp"
+    assert path.is_dir()
+
+
+@pytest.mark.parametrize("name", ["", "with space", "../up", "1st", None])
+def test_extension_names_must_be_identifiers(project, name):
+    with pytest.raises(ValueError, match="Python identifier"):
+        extension_dir(name)
+
+
+def tools(**changes):
+    base = dict(compiler="/usr/bin/c++", ninja="/usr/bin/ninja", python_headers="/inc/Python.h",
+                torch_cuda="12.8", cuda_device=True, cuda_home="/usr/local/cuda")
+    return BuildTools(**{**base, **changes})
+
+
+def test_a_complete_machine_can_build_both():
+    complete = tools()
+    assert complete.can_build_cpp and complete.cpp_reason is None
+    assert complete.can_build_cuda and complete.cuda_reason is None
+    text = str(complete)
+    assert "C++ extension:  can be built" in text and "CUDA extension: can be built" in text
+
+
+@pytest.mark.parametrize(("changes", "cpp", "cuda"), [
+    ({"compiler": None}, "no C++ compiler", "no C++ compiler"),
+    ({"ninja": None}, "pip install ninja", "pip install ninja"),
+    ({"python_headers": None}, "Python.h", "Python.h"),
+    ({"torch_cuda": None, "cuda_device": False, "cuda_home": None}, None, "not a CUDA build"),
+    ({"cuda_device": False, "cuda_home": None}, None, "sees no CUDA device"),
+    ({"cuda_home": None}, None, "set CUDA_HOME"),
+])
+def test_each_missing_piece_is_named(changes, cpp, cuda):
+    machine = tools(**changes)
+    if cpp is None:
+        assert machine.can_build_cpp
+    else:
+        assert not machine.can_build_cpp and cpp in machine.cpp_reason
+    assert not machine.can_build_cuda and cuda in machine.cuda_reason
+    assert "cannot be built" in str(machine)
+
+
+def test_without_a_cuda_device_the_toolkit_is_not_reported_missing():
+    text = str(tools(torch_cuda=None, cuda_device=False, cuda_home=None))
+    assert "CUDA toolkit: not looked for" in text
+
+
+def fake_which(found: dict):
+    def which(name, path=None):
+        if path is not None:
+            candidate = Path(path) / name
+            return str(candidate) if candidate.is_file() else None
+        return found.get(name)
+    return which
+
+
+def test_build_tools_on_a_cpu_only_machine(monkeypatch):
+    monkeypatch.setattr(extensions.shutil, "which", fake_which({"c++": "/usr/bin/c++", "ninja": "/bin/ninja"}))
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    found = build_tools()
+    assert found.compiler == "/usr/bin/c++" and found.ninja == "/bin/ninja"
+    assert found.can_build_cpp == (found.python_headers is not None)
+    assert "not a CUDA build" in found.cuda_reason
+
+
+def test_build_tools_on_a_fake_cuda_machine(monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    monkeypatch.setattr(extensions.shutil, "which", fake_which({"c++": "/usr/bin/c++", "ninja": "/bin/ninja"}))
+    monkeypatch.setattr(extensions, "_python_headers", lambda: Path(__file__))  # a file that exists
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/usr/local/cuda")
+    found = build_tools()
+    assert found.can_build_cuda, found.cuda_reason
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    assert "set CUDA_HOME" in build_tools().cuda_reason
+
+
+def test_the_compiler_is_the_one_pytorch_calls(monkeypatch):
+    monkeypatch.setattr(extensions.shutil, "which", fake_which({"clang++": "/opt/clang++", "ninja": "/bin/ninja"}))
+    monkeypatch.setenv("CXX", "clang++")
+    assert build_tools().compiler == "/opt/clang++"
+    monkeypatch.setenv("CXX", "g++-99")
+    assert "no C++ compiler (g++-99 is not on PATH" in build_tools().cpp_reason
+
+
+def test_ninja_from_the_python_package_is_put_on_path(monkeypatch, tmp_path):
+    binary = tmp_path / "ninja"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setitem(sys.modules, "ninja", types.SimpleNamespace(BIN_DIR=str(tmp_path)))
+    monkeypatch.setenv("PATH", "/nowhere")
+    found = build_tools()
+    assert found.ninja == str(binary)
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(tmp_path)
+    assert any("put in front of it" in note for note in found.notes)
+
+
+def test_no_ninja_anywhere(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ninja", None)  # import ninja raises ImportError
+    monkeypatch.setenv("PATH", "/nowhere")
+    found = build_tools()
+    assert found.ninja is None and "pip install ninja" in found.cpp_reason
+
+
+def test_timed_build_tells_a_compilation_from_a_cached_load(project):
+    with timed_build("demo") as build:
+        assert "not built yet" in str(build)
+        (build.directory / "demo.so").write_bytes(b"library")
+    assert build.compiled and build.seconds >= 0
+    assert "demo: compiled in" in str(build) and "_build/cache/torch_extensions/demo" in str(build)
+
+    with timed_build("demo") as again:
+        pass  # PyTorch found the sources unchanged and only loaded the library
+    assert again.compiled is False
+    assert "loaded in" in str(again) and "nothing was compiled" in str(again)
+
+    with timed_build("demo") as rebuilt:
+        library = rebuilt.directory / "demo.so"
+        library.write_bytes(b"changed")
+        stamp = library.stat().st_mtime_ns + 1_000_000_000
+        os.utime(library, ns=(stamp, stamp))
+    assert rebuilt.compiled
+
+
+def test_timed_build_records_the_time_of_a_failed_build(project):
+    with pytest.raises(RuntimeError, match="compiler said no"), timed_build("broken") as build:
+        raise RuntimeError("compiler said no")
+    assert build.seconds is not None and build.compiled is False
+
+
+def test_a_stale_lock_is_removed_and_a_fresh_one_kept(project):
+    folder = extension_dir("locked")
+    lock = folder / "lock"
+    lock.write_text("")
+    assert not clear_stale_lock(folder) and lock.exists()
+    old = time.time() - 2 * extensions.STALE_LOCK_SECONDS
+    os.utime(lock, (old, old))
+    with timed_build("locked") as build:
+        pass
+    assert build.cleared_lock and not lock.exists()
+    assert "stale lock" in str(build)
+    assert not clear_stale_lock(folder)  # nothing left to remove
+
+
+def test_ptx_function_and_excerpt():
+    assert ptx_function(PTX, "second").startswith(".entry second(")
+    body = ptx_function(PTX, "first")
+    assert body.rstrip().endswith("}") and "second" not in body
+    excerpt = ptx_excerpt(PTX, "first").splitlines()
+    assert excerpt == [".entry first(", "mov.u32 %r1, %ctaid.x;", "setp.ge.s32 %p1, %r2, 4;",
+                       "@%p1 bra $L__BB0_2;", "st.global.f32 [%rd1], %f1;", "ret;"]
+    assert ptx_excerpt(PTX, "first", highlights=["add."]).splitlines()[1:] == ["add.s32 %r2, %r1, 1;"]
+    with pytest.raises(ValueError, match=r"no kernel 'third'.*\['first', 'second'\]"):
+        ptx_function(PTX, "third")
+    with pytest.raises(ValueError, match="ends before its closing brace"):
+        ptx_function(PTX.split("$L__BB0_2:")[0], "first")
+
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (NVIDIA's CUDA toolkit) is not installed here")
+
+
+@needs_nvcc
+def test_ptx_excerpt_of_a_real_kernel_shows_the_guard():
+    source = ('extern "C" __global__ void scale(float* x, int n) {\n'
+              "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) x[i] *= 2.0f;\n}\n")
+    excerpt = ptx_excerpt(compile_cuda(source), "scale")
+    for expected in ("%ctaid.x", "%ntid.x", "%tid.x", "setp.", "bra", "ld.global", "st.global"):
+        assert expected in excerpt
+
+
+def lesson_strings() -> dict[str, str]:
+    """The module-level string constants of the chapter 5 notebook's code cells, by name."""
+    found = {}
+    for cell in json.loads(LESSON.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.parse("".join(cell["source"])).body:
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        found[target.id] = node.value.value
+    return found
+
+
+@needs_nvcc
+def test_the_lessons_cuda_extension_source_compiles_against_pytorchs_headers(tmp_path):
+    """What load_inline would compile on a GPU machine: its own headers, then the kernel, then the launcher.
+
+    A CPU build of PyTorch ships the c10/cuda headers but not the one CMake generates for them
+    (``c10/cuda/impl/cuda_cmake_macros.h``); a stand-in defines what a CUDA build's copy defines.
+    """
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
+
+    strings = lesson_strings()
+    source = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>",
+                        strings["SIGMOID_KERNEL"], strings["SIGMOID_LAUNCHER"]])
+    (tmp_path / "cuda.cu").write_text(source, encoding="utf-8")
+    includes = [*include_paths(), sysconfig_include()]
+    generated = Path(include_paths()[0]) / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+    if not generated.is_file():
+        stand_in = tmp_path / "stand_in" / "c10" / "cuda" / "impl"
+        stand_in.mkdir(parents=True)
+        (stand_in / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+        includes.insert(0, str(tmp_path / "stand_in"))
+    command = [find_nvcc(), "-c", "cuda.cu", "-o", "cuda.o", "-std=c++20", "-arch=sm_80", "-w",
+               "-Xcompiler", "-fPIC", *COMMON_NVCC_FLAGS, *[f"-I{path}" for path in includes]]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    if shutil.which("nm"):
+        symbols = subprocess.run(["nm", "-C", "cuda.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+        assert "sigmoid_forward(at::Tensor)" in symbols and "sigmoid_backward(at::Tensor, at::Tensor)" in symbols
+
+
+def sysconfig_include() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["include"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+def test_on_a_cuda_machine_the_device_and_build_are_seen():
+    found = build_tools()
+    assert found.cuda_device and found.torch_cuda
+    assert "PyTorch sees no CUDA device" not in (found.cuda_reason or "")
