@@ -7,7 +7,10 @@ arithmetic (:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`)
 CPU threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), where state and sockets go
 (:mod:`gpukit.paths`), size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
 (:mod:`gpukit.plots`), hardware peaks (:mod:`gpukit.hardware`), random streams (:mod:`gpukit.random_streams`),
-sentences for glued prose (:mod:`gpukit.wording`) and argument checks (:mod:`gpukit.arguments`).
+CUDA sources compiled by nvcc (:mod:`gpukit.kernels`), C++/CUDA extension builds (:mod:`gpukit.extensions`),
+torch.compile's cache (:mod:`gpukit.compile_cache`), training-loss summaries and plots
+(:mod:`gpukit.training`), sentences for glued prose (:mod:`gpukit.wording`) and argument checks
+(:mod:`gpukit.arguments`).
 What a reader need not see lives here, out of the way and tested like any other code.
 """
 

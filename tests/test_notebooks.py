@@ -118,7 +118,7 @@ def test_no_typed_speedups_in_prose(notebook):
 
 
 OPTIONAL = ("jax", "cupy", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba", "triton",
-            "threadpoolctl", "tqdm")
+            "threadpoolctl", "tqdm", "array_api_compat")
 
 
 def test_optional_libraries_are_imported_only_behind_a_guard(notebook):

@@ -19,7 +19,7 @@ from booktoc import ROOT
 from nbclient import NotebookClient
 
 HIDDEN = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
-          "triton", "threadpoolctl", "tqdm")
+          "triton", "threadpoolctl", "tqdm", "array_api_compat")
 # Besides its optional_import skips, what a lesson must say in such a kernel, where it is not a skip.
 EXTRA_LINES = {
     "01-cpu-vs-gpu.ipynb": ["No progress bar: tqdm is not installed"],
