@@ -115,3 +115,81 @@ def test_absent_mps_is_an_error(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="'mps' is not available"):
         device_memory("mps")
+
+
+# ------------------------------------------------------------------ process memory, PyTorch's CUDA allocator
+def test_process_memory_sees_a_large_host_tensor():
+    from gpukit.memory import process_memory
+
+    before = process_memory()
+    if before.resident is None:
+        pytest.skip("this system reports no process memory")
+    held = torch.ones(50_000_000)  # 200 MB, written
+    during = process_memory()
+    assert during.resident - before.resident > 150_000_000
+    assert during.virtual >= during.resident
+    del held
+    assert "resident" in str(during) and "address space" in str(during)
+
+
+def test_process_memory_reads_statm_without_psutil(monkeypatch):
+    import builtins
+    import io
+
+    from gpukit import memory
+
+    real_import, real_open = builtins.__import__, builtins.open
+
+    def no_psutil(name, *args, **kwargs):
+        if name == "psutil":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/self/statm":
+            return io.StringIO("300 100 10 1 0 50 0\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_psutil)
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(memory.os, "sysconf", lambda name: 4096)
+    assert memory.process_memory() == memory.ProcessMemory(100 * 4096, 300 * 4096)
+
+
+def test_process_memory_unknown_is_none(monkeypatch):
+    import builtins
+
+    from gpukit import memory
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "psutil" else real_import(name, *a, **k))
+    monkeypatch.setattr(builtins, "open", lambda *a, **k: (_ for _ in ()).throw(OSError("no /proc")))
+    result = memory.process_memory()
+    assert result == memory.ProcessMemory(None, None) and str(result) == "resident unknown, address space unknown"
+
+
+def test_allocator_memory_reads_pytorchs_cuda_counters(monkeypatch):
+    from gpukit.memory import allocator_memory
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: asked.append(("info", d)) or (10 << 30, 16 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d: asked.append(("allocated", d)) or 4 << 30)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: asked.append(("reserved", d)) or 5 << 30)
+    memory = allocator_memory("cuda:1")
+    assert {d for _, d in asked} == {torch.device("cuda:1")}
+    assert (memory.allocated, memory.reserved, memory.free, memory.total, memory.cached) == (
+        4 << 30, 5 << 30, 10 << 30, 16 << 30, 1 << 30)
+    assert str(memory) == "allocated   4.00 GiB, reserved   5.00 GiB; device: 10.00 GiB free of 16.00 GiB"
+
+
+def test_allocator_memory_is_for_cuda_devices_only(monkeypatch):
+    from gpukit.memory import allocator_memory
+
+    with pytest.raises(ValueError, match="'cpu' is not a CUDA device"):
+        allocator_memory("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="'cuda' is not available"):
+        allocator_memory("cuda")
