@@ -1,4 +1,5 @@
-"""Command line: ``python -m gpukit doctor`` prints the environment report for workshop attendees."""
+"""Command line: ``python -m gpukit doctor`` prints the environment report for workshop attendees;
+``python -m gpukit probe`` runs the backend-support probe (:mod:`gpukit.backends`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     doctor = commands.add_parser("doctor", help="check this machine for the lessons and say how to fix problems")
     doctor.add_argument("--markdown", action="store_true", help="print a Markdown table instead of text")
+    from .backends import add_probe_command, run_probe_command
+
+    add_probe_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "probe":
+        return run_probe_command(args)
 
     report = environment_report()
     print(report.to_markdown() if args.markdown else report.to_text())
