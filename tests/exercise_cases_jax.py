@@ -1,0 +1,97 @@
+"""Chapter 8 (JAX): each exercise's solution, and wrong answers with a word the check's message must contain.
+
+JAX is optional: without it these cases skip (the lesson's exercise cells skip too)."""
+
+import numpy as np
+import pytest
+
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    return jax, jnp
+
+
+def distance_function():
+    _, jnp = _jax()
+
+    def distance(a, b):
+        return jnp.sqrt(jnp.sum((a - b) ** 2))
+
+    return distance
+
+
+def pairwise_solution():
+    jax, _ = _jax()
+    distance = distance_function()
+    return jax.vmap(jax.vmap(distance, in_axes=(None, 0)), in_axes=(0, None))
+
+
+def pairwise_wrong_answers():
+    jax, jnp = _jax()
+    distance = distance_function()
+    good = pairwise_solution()
+    return [
+        # One vmap maps both arguments together: the point sets have different lengths, so vmap refuses.
+        (jax.vmap(distance), "raised ValueError"),
+        # The axes swapped: one row per point of the second set.
+        (jax.vmap(jax.vmap(distance, in_axes=(0, None)), in_axes=(None, 0)), "shape is (4, 3)"),
+        # Squared distances: the right shape, the wrong values.
+        (lambda a, b: good(a, b) ** 2, "values differ"),
+        # A NumPy result.
+        (lambda a, b: np.asarray(good(a, b)), "expected a jax array"),
+        # The result instead of the function.
+        (good(jnp.zeros((3, 2)), jnp.ones((4, 2))), "expected a function"),
+    ]
+
+
+def grad_by_hand():
+    _, jnp = _jax()
+    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
+    return 2 * x * jnp.sin(x) + x**2 * jnp.cos(x)
+
+
+def grad_wrong_answers():
+    _, jnp = _jax()
+    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
+    return [
+        (2 * x * jnp.cos(x), "values differ"),  # the product rule forgotten
+        (np.asarray(grad_by_hand()), "expected a jax array"),
+        (grad_by_hand().astype(jnp.float16), "dtype is float16"),
+        (grad_by_hand()[:4], "shape is (4,)"),
+    ]
+
+
+def counts_solution():
+    _, jnp = _jax()
+    counts = jnp.zeros(5, dtype=jnp.int32)
+    hits = jnp.array([0, 2, 2, 4])
+    return counts.at[hits].add(1)
+
+
+def counts_wrong_answers():
+    _, jnp = _jax()
+    counts = jnp.zeros(5, dtype=jnp.int32)
+    hits = jnp.array([0, 2, 2, 4])
+    numpy_counts = np.zeros(5, dtype=np.int32)
+    numpy_counts[np.asarray(hits)] += 1  # NumPy's fancy-index += counts a repeated index once
+    return [
+        (counts.at[hits].set(1), "values differ"),  # set, not add: the double hit counts once
+        (jnp.asarray(numpy_counts), "values differ"),
+        (np.bincount(np.asarray(hits), minlength=5).astype(np.int32), "expected a jax array"),
+        (counts.astype(jnp.float32).at[hits].add(1.0), "dtype is float32"),
+    ]
+
+
+SOLUTIONS = {
+    "ex-jax-vmap-pairwise": lambda: (pairwise_solution(), {}),
+    "ex-jax-grad-by-hand": lambda: (grad_by_hand(), {}),
+    "ex-jax-at-add": lambda: (counts_solution(), {}),
+}
+
+WRONG_ANSWERS = {
+    "ex-jax-vmap-pairwise": pairwise_wrong_answers,
+    "ex-jax-grad-by-hand": grad_wrong_answers,
+    "ex-jax-at-add": counts_wrong_answers,
+}
