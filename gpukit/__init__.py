@@ -8,6 +8,9 @@ CPU threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), wh
 (:mod:`gpukit.paths`), size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
 (:mod:`gpukit.plots`), hardware peaks (:mod:`gpukit.hardware`), random streams (:mod:`gpukit.random_streams`),
 CUDA sources compiled by nvcc (:mod:`gpukit.kernels`), C++/CUDA extension builds (:mod:`gpukit.extensions`),
+work in chunks that shrink on out-of-memory errors (:mod:`gpukit.chunking`), Python run in a child process
+(:mod:`gpukit.scripts`), which operations each backend supports (:mod:`gpukit.backends`), JAX devices and
+shards (:mod:`gpukit.sharding`),
 torch.compile's cache (:mod:`gpukit.compile_cache`), training-loss summaries and plots
 (:mod:`gpukit.training`), sentences for glued prose (:mod:`gpukit.wording`) and argument checks
 (:mod:`gpukit.arguments`).

@@ -312,6 +312,122 @@ register(
 )
 
 
+# Chapter 8, JAX
+# JAX is optional: it is imported inside these functions only, so that gpukit imports without it. The
+# lesson's exercise cells run only where JAX is installed. Every expected value is float32 or int32 whatever
+# the state of jax_enable_x64, as the exercises' inputs are.
+_PAIRWISE_TRIALS = (((0.0, 0.0), (3.0, 4.0), (1.0, -1.0)), ((1.0, 0.0), (0.0, 2.0), (-1.0, 3.0), (2.0, 2.0))), (
+    ((1.0, 2.0, 2.0), (0.0, 0.0, 0.0), (2.0, -1.0, 0.5), (4.0, 0.0, 3.0), (-2.0, 1.0, 1.0)),
+    ((0.0, 0.0, 1.0), (3.0, 0.0, 4.0)))
+
+
+def _pairwise_inputs() -> list:
+    """Pairs of point sets (m x d and n x d, m != n so that a mix-up of the axes shows) for a pairwise answer."""
+    import jax.numpy as jnp
+
+    return [(jnp.asarray(a, dtype=jnp.float32), jnp.asarray(b, dtype=jnp.float32)) for a, b in _PAIRWISE_TRIALS]
+
+
+def _pairwise_direct(a, b):
+    """Every distance between a row of ``a`` and a row of ``b``, by broadcasting: shape (m, n)."""
+    import jax.numpy as jnp
+
+    return jnp.sqrt(jnp.sum((a[:, None, :] - b[None, :, :]) ** 2, axis=-1))
+
+
+def _pairwise_on_the_last_trial():
+    return _pairwise_direct(*_pairwise_inputs()[-1])
+
+
+def _is_a_working_pairwise_function(answer) -> str | None:
+    if not callable(answer):
+        return (f"expected a function of two point sets (pairwise = jax.vmap(...)), got {type(answer).__name__}: "
+                "pass the vmapped function itself, not its result.")
+    for a, b in _pairwise_inputs():
+        try:
+            out = answer(a, b)
+        except Exception as error:  # the reader's code: any error is the answer to report
+            first_line = (str(error).strip().splitlines() or [""])[0][:200]
+            return (f"on points of shapes {tuple(a.shape)} and {tuple(b.shape)} your function raised "
+                    f"{type(error).__name__}: {first_line}")
+        verdict = compare(out, _pairwise_direct(a, b))
+        if not verdict:
+            return f"on points of shapes {tuple(a.shape)} and {tuple(b.shape)}: {verdict.message}"
+    return None
+
+
+def _called_on_the_last_trial(answer):
+    return answer(*_pairwise_inputs()[-1])
+
+
+def _gradient_of_x2_sin_x():
+    """jax.grad of sum(x**2 sin x) at x = linspace(0, 2, 5) in float32: what the hand-made gradient must match."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
+    return jax.grad(lambda v: jnp.sum(v**2 * jnp.sin(v)))(x)
+
+
+def _counts_after_the_hits():
+    """Five int32 counters after the hits 0, 2, 2 and 4: a repeated index counts twice."""
+    import jax.numpy as jnp
+
+    counts = jnp.zeros(5, dtype=jnp.int32)
+    for hit in (0, 2, 2, 4):
+        counts = counts.at[hit].add(1)
+    return counts
+
+
+register(
+    Exercise("ex-jax-vmap-pairwise", _pairwise_on_the_last_trial, method=_is_a_working_pairwise_function,
+             result=_called_on_the_last_trial),
+    Exercise("ex-jax-grad-by-hand", _gradient_of_x2_sin_x, rtol=1e-5, atol=1e-6),
+    Exercise("ex-jax-at-add", _counts_after_the_hits),
+)
+
+
+# Chapter 7, Apple MPS
+MPS_PIVOTS = (3, 3, 4, 4)  # the 1-indexed pivots of ex-mps-pivot-sign, as torch.linalg.lu_factor returns them
+MPS_LU_MATRIX = ((4.0, 1.0, 3.0), (2.0, -1.0, 0.0), (-2.0, 5.0, 1.0))  # the matrix of ex-mps-lu-det
+
+
+def _sign_of_the_pivots():
+    """(-1) to the number of steps i whose pivot is not row i itself."""
+    swaps = sum(pivot != step for step, pivot in enumerate(MPS_PIVOTS, start=1))
+    return (-1) ** swaps
+
+
+def _complex64_operations_that_work(support):
+    """How many ``(complex64)`` rows of the live probe table are ``"ok"`` on its first (best) device."""
+    best = support.columns[0]
+    return sum(support.loc[op, best] == "ok" for op in support.index if str(op).endswith("(complex64)"))
+
+
+register(
+    Exercise("ex-mps-pivot-sign", _sign_of_the_pivots),
+    Exercise("ex-mps-lu-det", lambda: float(np.linalg.det(np.array(MPS_LU_MATRIX))), rtol=1e-9),
+    Exercise("ex-mps-complex-ops", _complex64_operations_that_work, needs=("support",)),
+)
+
+
+# Chapter 6, VRAM and device errors
+def _halving_settles_on(start=10_000, min_chunk=100, row_bytes=4 * 2**20, free_bytes=3 * 2**30):
+    """The first size in start, start // 2, ... whose rows fit in ``free_bytes`` (as run_in_chunks halves)."""
+    size = start
+    while size * row_bytes > free_bytes:
+        size //= 2
+    return size if size >= min_chunk else None
+
+
+register(
+    Exercise("ex-mem-tensor-bytes", lambda: 2048 * 2048 * 16 * np.dtype("complex64").itemsize),
+    Exercise("ex-mem-largest-batch", lambda: (5 * 2**30) // (4 * 3 * 512 * 512 * np.dtype("float32").itemsize),
+             rtol=0.0),
+    Exercise("ex-mem-halving-chunk", _halving_settles_on, rtol=0.0),
+)
+
+
 def check(label: str, answer, **context) -> CheckResult:
     """Check ``answer`` to the exercise called ``label`` and say what, if anything, is wrong with it.
 
