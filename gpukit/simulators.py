@@ -1,0 +1,125 @@
+"""Running GPU kernels without a GPU: Numba's CUDA simulator and Triton's interpreter.
+
+Both are switched on by an environment variable that the library reads early, so it must be set before the
+library sees it:
+
+* ``NUMBA_ENABLE_CUDASIM=1``: Numba reads it when ``numba`` is first imported; ``numba.cuda`` is then a
+  simulator that runs every CUDA thread as a Python thread on the CPU and raises ``IndexError`` for an
+  index past the end of an array. Set it before the first ``import numba`` (in a notebook: before any cell
+  imports numba; otherwise restart the kernel).
+* ``TRITON_INTERPRET=1``: Triton reads it when ``@triton.jit`` decorates a kernel, which then runs in NumPy
+  on CPU tensors. Setting it before ``import triton`` is the safe rule.
+
+:func:`use_cuda_simulator` and :func:`use_triton_interpreter` set the variable only where there is no CUDA
+GPU (on a GPU the kernels should run for real) and return a sentence saying what they did.
+:func:`numba_simulating` and :func:`triton_interpreting` tell which mode a process or a kernel is in.
+:func:`run_script` runs a demonstration that would harm the notebook (an out-of-bounds store that corrupts
+the heap) in a child process, and :func:`how_it_ended` says how that process ended, naming a signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import MutableMapping
+
+from .device import cuda_available
+from .paths import state_dir
+from .scripts import ScriptRun, run_python
+
+NUMBA_FLAG = "NUMBA_ENABLE_CUDASIM"
+TRITON_FLAG = "TRITON_INTERPRET"
+
+
+def _flag_on(environ: MutableMapping[str, str], name: str) -> bool:
+    return environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def numba_simulating() -> bool | None:
+    """True when this process's ``numba.cuda`` is the simulator, False when it is the real CUDA target, and
+    None when numba has not been imported yet (the flag can still be set)."""
+    if "numba" not in sys.modules:
+        return None
+    from numba import config
+
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+def use_cuda_simulator(environ: MutableMapping[str, str] | None = None, gpu: bool | None = None) -> str:
+    """Switch Numba's CUDA simulator on where there is no CUDA GPU; return a sentence saying what holds.
+
+    ``gpu`` is whether a CUDA GPU is present (found out with :func:`gpukit.cuda_available` if None).
+    """
+    environ = os.environ if environ is None else environ
+    gpu = cuda_available() if gpu is None else gpu
+    simulating = numba_simulating()
+    if simulating is not None:
+        if simulating or gpu:
+            return (f"numba was already imported, with the {'CUDA simulator' if simulating else 'real CUDA target'}"
+                    "; that is what its kernels use.")
+        return ("numba was imported before NUMBA_ENABLE_CUDASIM=1 was set and there is no CUDA GPU, so its "
+                "kernels cannot run: restart the kernel and run this before anything imports numba.")
+    if gpu:
+        return "A CUDA GPU is present: Numba's kernels will run on it (the simulator stays off)."
+    environ[NUMBA_FLAG] = "1"
+    return (f"No CUDA GPU: {NUMBA_FLAG}=1, so Numba's kernels will run on its CUDA simulator, one Python "
+            "thread per CUDA thread (keep the grids tiny).")
+
+
+def use_triton_interpreter(environ: MutableMapping[str, str] | None = None, gpu: bool | None = None) -> str:
+    """Switch Triton's interpreter on where there is no CUDA GPU; return a sentence saying what holds.
+
+    Kernels decorated with ``@triton.jit`` before this call keep the mode they were made in.
+    """
+    environ = os.environ if environ is None else environ
+    gpu = cuda_available() if gpu is None else gpu
+    if gpu:
+        if _flag_on(environ, TRITON_FLAG):
+            return (f"A CUDA GPU is present, but {TRITON_FLAG} is set, so Triton's kernels will run in its "
+                    "interpreter on the CPU; unset it to compile them for the GPU.")
+        return "A CUDA GPU is present: Triton will compile its kernels for it (the interpreter stays off)."
+    environ[TRITON_FLAG] = "1"
+    return (f"No CUDA GPU: {TRITON_FLAG}=1, so Triton's kernels will run in its interpreter, on CPU tensors "
+            "(kernels decorated from now on).")
+
+
+def triton_interpreting(kernel) -> bool:
+    """Whether a ``@triton.jit`` kernel was made in interpreter mode (it runs on CPU tensors)."""
+    return type(kernel).__name__ == "InterpretedFunction"
+
+
+def is_numba_cuda_kernel(kernel) -> bool:
+    """Whether ``kernel`` is a ``@cuda.jit`` kernel, simulated (``FakeCUDAKernel``) or real (``CUDADispatcher``)."""
+    return type(kernel).__name__ in ("FakeCUDAKernel", "CUDADispatcher")
+
+
+def run_script(source: str, name: str = "demo", *, env: dict[str, str] | None = None,
+               timeout: float = 300) -> ScriptRun:
+    """Write ``source`` to ``<repo>/_build/cache/kernel-scripts/<name>.py`` and run it in a child Python.
+
+    Where there is no CUDA GPU the child gets ``TRITON_INTERPRET=1`` and ``NUMBA_ENABLE_CUDASIM=1``, as the
+    notebook does; ``env`` adds to or overrides the environment.
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("source must be the text of a Python script")
+    if not name.isidentifier():
+        raise ValueError(f"name must be a plain identifier such as 'unmasked_store', not {name!r}")
+    path = state_dir("kernel-scripts") / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    flags = {} if cuda_available() else {TRITON_FLAG: "1", NUMBA_FLAG: "1"}
+    return run_python(path, env={**flags, **(env or {})}, timeout=timeout)
+
+
+def how_it_ended(run: ScriptRun) -> str:
+    """A sentence for how a child process ended: success, an exception, or a signal (named)."""
+    if run.ok:
+        return "The process ended normally (exit status 0)."
+    if run.returncode < 0:
+        try:
+            sig = signal.Signals(-run.returncode)
+            description = signal.strsignal(sig) or sig.name
+            return f"The process was killed by signal {sig.name} ({description})."
+        except ValueError:
+            return f"The process was killed by signal {-run.returncode}."
+    return f"The process failed with exit status {run.returncode}: {run.error}"

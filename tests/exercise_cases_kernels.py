@@ -1,0 +1,93 @@
+"""Chapter 9 (writing GPU kernels): each exercise's solution, and wrong kernels (no bounds guard, no mask, a
+wrong index) that the checks must reject with a message naming what is wrong.
+
+The kernels are made inside functions, after the simulator or interpreter is switched on (where there is no
+CUDA GPU), so that importing this module imports neither numba nor triton. Where one is not installed, the
+exercise's tests skip.
+"""
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+from gpukit.simulators import use_cuda_simulator, use_triton_interpreter
+
+
+@cache
+def numba_kernels():
+    use_cuda_simulator()  # before numba is first imported, or it takes no effect
+    pytest.importorskip("numba")
+    import numba_kernels_for_exercises as k
+
+    return {"right": k.saxpy, "no guard": k.saxpy_without_guard, "thread index": k.saxpy_thread_index_only,
+            "formula": k.axpy_wrong_formula, "plain": k.plain_saxpy}
+
+
+@cache
+def triton_kernels():
+    use_triton_interpreter()  # before the kernels below are decorated
+    pytest.importorskip("triton")
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+    @triton.jit
+    def relu_without_mask(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets), 0.0))
+
+    @triton.jit
+    def relu_first_block_only(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)  # forgot the program's start: every program does items 0..BLOCK-1
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+    @triton.jit
+    def abs_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.abs(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+    @triton.jit
+    def relu_two_pointers(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, 0.0, mask=offsets < n)
+
+    return {"right": relu_kernel, "no mask": relu_without_mask, "no program id": relu_first_block_only,
+            "abs": abs_kernel, "signature": relu_two_pointers}
+
+
+SOLUTIONS = {
+    "ex-kernels-grid-size": lambda: ((1_000_003 + 256 - 1) // 256, {}),
+    "ex-kernels-numba-saxpy": lambda: (numba_kernels()["right"], {}),
+    "ex-kernels-triton-relu": lambda: (triton_kernels()["right"], {}),
+}
+
+WRONG_ANSWERS = {
+    "ex-kernels-grid-size": lambda: [
+        (1_000_003 // 256, "too small"),  # rounded down: the last 3 items have no thread
+        (1_000_003 // 256 + 2, "too large"),
+        ("a few thousand", "expected a number"),
+    ],
+    "ex-kernels-numba-saxpy": lambda: [
+        (numba_kernels()["no guard"], "bounds guard"),
+        (numba_kernels()["thread index"], "values differ"),
+        (numba_kernels()["formula"], "values differ"),
+        (numba_kernels()["plain"], "expected a Numba CUDA kernel"),
+        (np.zeros(100, np.float32), "expected a Numba CUDA kernel"),
+    ],
+    "ex-kernels-triton-relu": lambda: [
+        (triton_kernels()["no mask"], "mask"),
+        (triton_kernels()["no program id"], "values differ"),
+        (triton_kernels()["abs"], "values differ"),
+        (triton_kernels()["signature"], "raised"),
+        (lambda x: x.clamp(min=0), "expected a Triton kernel"),
+    ],
+}
