@@ -57,6 +57,16 @@ need --linux-only util-linux 'have unshare' \
     "unshare runs the offline build and the Ray cells in a loopback-only network namespace (skipped without it)"
 need --linux-only iproute2 'have ip' \
     "ip brings up loopback inside that namespace (the offline tests skip without it)"
+need --linux-only slurmctld 'have slurmctld' \
+    "tests/test_slurm_templates.py runs the job templates on a one-node Slurm cluster (skipped without it)"
+need --linux-only slurmd 'have slurmd' \
+    "the test Slurm cluster's node daemon (the Slurm template tests skip without it)"
+need --linux-only slurm-client 'have sbatch' \
+    "sbatch, squeue and scontrol submit and follow the templates' jobs (the Slurm template tests skip without it)"
+need --linux-only munge 'have munged' \
+    "munge authenticates the test Slurm cluster's daemons and commands (the Slurm template tests skip without it)"
+need --linux-only shellcheck 'have shellcheck' \
+    "tests/test_slurm_templates.py holds the job templates to shellcheck (skipped without it)"
 # Only creating .venv needs ensurepip, so an existing .venv makes the (slow-ish) interpreter start needless.
 need --linux-only python3-venv "test -x '$venv/bin/python' || '${PYTHON:-python3}' -c 'import ensurepip, venv' 2>/dev/null" \
     "python3 -m venv creates .venv; Debian ships it separately from python3"
@@ -93,6 +103,18 @@ fi
 echo "Installing system packages the book needs: $missing"
 # sudo drops the environment, so the variable goes through env on its command line.
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+# Debian starts a daemon's service when its package is installed; the tests start Slurm and munge
+# themselves, from private folders. While installing them, a policy-rc.d that answers 101 ("not allowed")
+# keeps the services down; it is removed again afterwards, and one the system already has is left alone.
+policy=/usr/sbin/policy-rc.d
+case " $missing " in
+*slurm* | *munge*)
+    if [ ! -e "$policy" ]; then
+        $sudo sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy"
+        trap '$sudo rm -f "$policy"' EXIT
+    fi
+    ;;
+esac
 # shellcheck disable=SC2086  # word splitting of the package list is intended
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 

@@ -17,7 +17,9 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "system-packages.sh"
 # What the script itself runs besides the probed commands; these are linked from the real system.
 REAL_TOOLS = ("bash", "dirname", "uname", "id", "grep", "env")
 # Probed command -> the Debian package that provides it.
-PROBED = {"chromium": "chromium", "fc-list": "fontconfig", "unshare": "util-linux", "ip": "iproute2"}
+PROBED = {"chromium": "chromium", "fc-list": "fontconfig", "unshare": "util-linux", "ip": "iproute2",
+          "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client", "munged": "munge",
+          "shellcheck": "shellcheck"}
 NOBODY = ("--reuid=65534", "--regid=65534", "--clear-groups")
 APT_LOG = "apt-get.log"
 
