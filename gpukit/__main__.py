@@ -1,5 +1,7 @@
 """Command line: ``python -m gpukit doctor`` prints the environment report for workshop attendees;
-``python -m gpukit probe`` runs the backend-support probe (:mod:`gpukit.backends`)."""
+``python -m gpukit probe`` runs the backend-support probe (:mod:`gpukit.backends`);
+``python -m gpukit bench`` runs the benchmark suite and writes ``data/benchmarks/<machine>-<date>.json``
+(:mod:`gpukit.bench`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     from .backends import add_probe_command, run_probe_command
 
     add_probe_command(commands)
+    from .bench import add_bench_command, run_bench_command
+
+    add_bench_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return run_bench_command(args, argv)
     if args.command == "probe":
         return run_probe_command(args)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import LogFormatter
@@ -88,6 +90,76 @@ def plot_fraction_of_peak(fractions: dict[str, float | None], *, title: str = "f
     ax.axvline(1, color="grey", linestyle="--", linewidth=1)
     ax.set(xlim=(0, max([1.05, *known.values()])), xlabel="fraction of peak (1 = peak)", title=title)
     ax.invert_yaxis()
+    style_axes(ax)
+    fig.tight_layout()
+    return fig
+
+
+REFERENCE_LINE = {"linewidth": 1.4, "markersize": 4, "linestyle": "--", "alpha": 0.85}
+THIS_BUILD = "this build: "
+
+
+def overlay_reference_curves(fig, references: pd.DataFrame, *, note: bool = True) -> list[str]:
+    """Draw reference curves measured elsewhere (files in ``data/benchmarks/``) on a figure of this build's run.
+
+    ``fig`` comes from :func:`plot_sweep`; ``references`` from :func:`gpukit.benchmark_files.reference_curves`
+    (columns ``curve``, ``file``, ``device``, ``kind``, ``size``, ``median_s``, ...), any number of files and
+    devices. Each curve is drawn dashed on the time panel, labelled with its device, file and date; where the
+    figure has a speed-up panel, each GPU curve is also drawn there as its speed-up over the CPU of its own
+    file at the same size. This build's curves are relabelled ``this build: ...`` and, with ``note``, a line
+    under the figure says which curves were measured where. Returns the labels of the curves drawn.
+    """
+    _check_columns(references, {"curve", "file", "device", "kind", "size", "median_s"})
+    time_ax = fig.axes[0]
+    speed_ax = fig.axes[1] if len(fig.axes) > 1 else None
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            label = line.get_label()
+            if not label.startswith(("_", THIS_BUILD)):
+                line.set_label(THIS_BUILD + label)
+    drawn = []
+    colours = plt.get_cmap("tab10")
+    for i, (curve, group) in enumerate(references.groupby("curve", sort=False)):
+        group = group.sort_values("size")
+        style = {**REFERENCE_LINE, "color": colours((i + 5) % 10), "marker": MARKERS[(i + 3) % len(MARKERS)]}
+        label = textwrap.fill(f"measured elsewhere: {curve}", 48, subsequent_indent="  ")
+        time_ax.plot(group["size"], group["median_s"], label=label, **style)
+        drawn.append(curve)
+        if speed_ax is not None and (group["kind"] != "cpu").all():
+            cpu = references[(references["file"] == group["file"].iloc[0]) & (references["kind"] == "cpu")]
+            twin = group.merge(cpu[["size", "median_s"]], on="size", suffixes=("", "_cpu"))
+            if not twin.empty:
+                speed_ax.plot(twin["size"], twin["median_s_cpu"] / twin["median_s"],
+                              label=textwrap.fill(f"measured elsewhere: {curve}, over its own CPU", 48,
+                                                  subsequent_indent="  "), **style)
+    for ax in fig.axes:
+        if ax.get_legend() is not None or ax is time_ax:
+            ax.legend(frameon=False, fontsize="small")
+    if note:
+        text = ("Solid lines: measured in this build, on this page. Dashed lines: measured elsewhere, read from "
+                "the files in data/benchmarks/ named in the legend." if drawn else
+                "No reference files in data/benchmarks/ record this measurement: only this build's curves are shown.")
+        fig.text(0.01, 0.0, text, fontsize="small", va="top", wrap=True)
+    return drawn
+
+
+def plot_speedups(speedups: pd.DataFrame, *, xlabel: str = "problem size", title: str | None = None):
+    """Speed-up over all CPU cores against size, one line per (device, file), from
+    :func:`gpukit.benchmark_files.speedups` (columns ``device_name``, ``file``, ``size``, ``speedup``)."""
+    _check_columns(speedups, {"device_name", "file", "size", "speedup"})
+    if speedups.empty:
+        raise ValueError("no speed-ups to plot: the table is empty (no file holds a GPU's results)")
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0] * 0.6, FIGSIZE[1]))
+    groups = speedups.groupby(["device_name", "file"], sort=False)
+    for i, ((name, file), group) in enumerate(groups):
+        group = group.sort_values("size")
+        ax.plot(group["size"], group["speedup"], marker=MARKERS[i % len(MARKERS)],
+                label=textwrap.fill(f"{name}, {file}", 48, subsequent_indent="  "), **LINE)
+    ax.axhline(1, color="grey", linestyle="--", linewidth=1)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="speed-up over all CPU cores",
+           title=title or "speed-up over the same machine's CPU")
+    ax.yaxis.set_major_formatter(PlainLogFormatter())
+    ax.legend(frameon=False, fontsize="small")
     style_axes(ax)
     fig.tight_layout()
     return fig

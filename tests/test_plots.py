@@ -68,3 +68,22 @@ def test_speedup_axis_labels_are_plain_numbers():
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels() if t.get_text()]
     assert {"0.01", "1", "100"} <= set(labels)
     assert not any("e" in label or "^" in label for label in labels), labels
+
+
+def test_overlay_reference_curves_draws_any_number_of_files_dashed():
+    from gpukit.plots import overlay_reference_curves
+
+    refs = pd.DataFrame({"curve": ["cpu, a.json", "cpu, a.json", "gpu, b.json", "gpu, b.json", "cpu, b.json"],
+                         "file": ["a.json", "a.json", "b.json", "b.json", "b.json"],
+                         "device": ["cpu", "cpu", "cuda:0", "cuda:0", "cpu"],
+                         "kind": ["cpu", "cpu", "cuda", "cuda", "cpu"],
+                         "size": [10, 100, 10, 100, 100], "median_s": [1e-4, 1e-2, 1e-3, 1e-3, 2e-2]})
+    fig = plot_sweep(SWEEP, baseline="cpu")
+    assert overlay_reference_curves(fig, refs) == ["cpu, a.json", "gpu, b.json", "cpu, b.json"]
+    dashed = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 3
+    gpu_speedup = [line for line in fig.axes[1].get_lines() if "gpu, b.json" in line.get_label()]
+    assert len(gpu_speedup) == 1 and list(gpu_speedup[0].get_ydata()) == pytest.approx([20.0])
+    with pytest.raises(ValueError, match="median_s"):
+        overlay_reference_curves(fig, refs.drop(columns="median_s"))
+    plt.close(fig)
