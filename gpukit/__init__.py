@@ -10,7 +10,10 @@ CPU threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), wh
 CUDA sources compiled by nvcc (:mod:`gpukit.kernels`), C++/CUDA extension builds (:mod:`gpukit.extensions`),
 work in chunks that shrink on out-of-memory errors (:mod:`gpukit.chunking`), Python run in a child process
 (:mod:`gpukit.scripts`), which operations each backend supports (:mod:`gpukit.backends`), JAX devices and
-shards (:mod:`gpukit.sharding`),
+shards (:mod:`gpukit.sharding`), launch arithmetic for kernels (:mod:`gpukit.launch`), Numba's simulator
+and Triton's interpreter switched on where there is no GPU (:mod:`gpukit.simulators`), Slurm templates and
+queries (:mod:`gpukit.slurm`), process groups on loopback (:mod:`gpukit.distributed`), the benchmark suite and its files (:mod:`gpukit.bench`,
+:mod:`gpukit.benchmark_files`), CPU and GPU work side by side (:mod:`gpukit.overlap`),
 torch.compile's cache (:mod:`gpukit.compile_cache`), training-loss summaries and plots
 (:mod:`gpukit.training`), sentences for glued prose (:mod:`gpukit.wording`) and argument checks
 (:mod:`gpukit.arguments`).
