@@ -14,6 +14,8 @@ import re
 import shlex
 import sys
 
+import numpy as np
+
 # Import name -> the distribution pip installs it from, where the two differ.
 DISTRIBUTIONS = {
     "cupy": "cupy-cuda12x",
@@ -89,4 +91,7 @@ def glue(name: str, value, display: bool = False) -> None:
         from myst_nb import glue as myst_glue
     except ImportError:
         return
+    # NumPy 2 writes its scalars as np.float64(...), which myst-nb cannot format with {glue:text}`key:.2f`.
+    if isinstance(value, np.generic):
+        value = value.item()
     myst_glue(name, value, display=display)

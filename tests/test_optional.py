@@ -1,0 +1,67 @@
+import sys
+
+import numpy as np
+import pytest
+
+from gpukit import optional
+from gpukit.optional import (
+    glue,
+    install_command,
+    install_hint,
+    optional_import,
+    pinned_requirement,
+    pinned_requirements,
+)
+
+
+def test_a_present_library_is_returned_silently(capsys):
+    assert optional_import("json", "nothing") is sys.modules["json"]
+    assert capsys.readouterr().out == ""
+
+
+def test_a_missing_library_prints_the_skip_and_the_pinned_install_command(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "jax", None)  # makes `import jax` fail
+    assert optional_import("jax", "the JAX part") is None
+    out = capsys.readouterr().out
+    assert out.startswith("Skipped: jax is not installed, so the JAX part is skipped;")
+    assert f"{sys.executable} -m pip install jax==" in out
+
+
+def test_optional_import_wants_to_know_what_for():
+    with pytest.raises(ValueError, match="needed for"):
+        optional_import("json", "")
+
+
+def test_pins_come_from_gpukits_metadata():
+    assert pinned_requirement("torch") == "torch==2.13.0"
+    assert pinned_requirement("myst_nb").startswith("myst-nb==")  # names are compared as pip does
+    assert pinned_requirement("not-a-package") == "not-a-package"
+    assert any(spec.startswith("cupy-cuda12x==") for spec in pinned_requirements("gpu"))
+    with pytest.raises(ValueError, match="distribution name"):
+        pinned_requirement("")
+
+
+def test_without_gpukits_metadata_the_bare_name_is_given(monkeypatch):
+    monkeypatch.setattr(optional, "_gpukit_requirements", lambda: [])
+    assert pinned_requirement("torch") == "torch"
+
+
+def test_install_commands_name_this_python_and_quote_extras():
+    assert install_command("jax[cuda12]==0.10.2").endswith("-m pip install 'jax[cuda12]==0.10.2'")
+    assert "cupy-cuda12x==" in install_hint("cupy")
+    with pytest.raises(ValueError, match="at least one"):
+        install_command()
+
+
+def test_glue_hands_numpy_scalars_to_myst_nb_as_python_numbers(monkeypatch):
+    seen = {}
+    myst_nb = pytest.importorskip("myst_nb")
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: seen.update({name: value}))
+    glue("gap", np.float64(7.5e-08))
+    glue("count", np.int64(3))
+    assert type(seen["gap"]) is float and type(seen["count"]) is int
+
+
+def test_glue_does_nothing_without_myst_nb(monkeypatch):
+    monkeypatch.setitem(sys.modules, "myst_nb", None)
+    assert glue("anything", 1) is None
