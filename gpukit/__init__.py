@@ -3,20 +3,25 @@
 Exported here: choosing the device (:mod:`gpukit.device`), honest timing (:mod:`gpukit.timing`), memory
 arithmetic (:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`), exercise checks
 (:mod:`gpukit.exercises`), optional libraries and glue (:mod:`gpukit.optional`) and the page stamp
-(:mod:`gpukit.stamp`). Imported from their modules: what an array is and where it lives (:mod:`gpukit.arrays`),
-CPU threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), where state and sockets go
-(:mod:`gpukit.paths`), size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
-(:mod:`gpukit.plots`), hardware peaks (:mod:`gpukit.hardware`), random streams (:mod:`gpukit.random_streams`),
-CUDA sources compiled by nvcc (:mod:`gpukit.kernels`), C++/CUDA extension builds (:mod:`gpukit.extensions`),
-work in chunks that shrink on out-of-memory errors (:mod:`gpukit.chunking`), Python run in a child process
-(:mod:`gpukit.scripts`), which operations each backend supports (:mod:`gpukit.backends`), JAX devices and
-shards (:mod:`gpukit.sharding`), launch arithmetic for kernels (:mod:`gpukit.launch`), Numba's simulator
-and Triton's interpreter switched on where there is no GPU (:mod:`gpukit.simulators`), Slurm templates and
-queries (:mod:`gpukit.slurm`), process groups on loopback (:mod:`gpukit.distributed`), the benchmark suite and its files (:mod:`gpukit.bench`,
-:mod:`gpukit.benchmark_files`), CPU and GPU work side by side (:mod:`gpukit.overlap`),
-torch.compile's cache (:mod:`gpukit.compile_cache`), training-loss summaries and plots
-(:mod:`gpukit.training`), sentences for glued prose (:mod:`gpukit.wording`) and argument checks
-(:mod:`gpukit.arguments`).
+(:mod:`gpukit.stamp`).
+
+Imported from their modules:
+
+- arrays and devices: what an array is and where it lives (:mod:`gpukit.arrays`), hardware peaks
+  (:mod:`gpukit.hardware`), which operations each backend supports (:mod:`gpukit.backends`);
+- the CPU and clusters: threads (:mod:`gpukit.threads`), local clusters (:mod:`gpukit.clusters`), process groups
+  on loopback (:mod:`gpukit.distributed`), Slurm templates and queries (:mod:`gpukit.slurm`), where state and
+  sockets go (:mod:`gpukit.paths`), Python run in a child process (:mod:`gpukit.scripts`);
+- measuring: size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
+  (:mod:`gpukit.plots`), the benchmark suite and its files (:mod:`gpukit.bench`, :mod:`gpukit.benchmark_files`),
+  CPU and GPU work side by side (:mod:`gpukit.overlap`), training-loss summaries (:mod:`gpukit.training`);
+- compiling: CUDA sources through nvcc (:mod:`gpukit.kernels`), launch arithmetic (:mod:`gpukit.launch`),
+  Numba's simulator and Triton's interpreter (:mod:`gpukit.simulators`), C++/CUDA extension builds
+  (:mod:`gpukit.extensions`), torch.compile's cache (:mod:`gpukit.compile_cache`);
+- memory: work in chunks that shrink on out-of-memory errors (:mod:`gpukit.chunking`);
+- JAX devices and shards (:mod:`gpukit.sharding`), random streams (:mod:`gpukit.random_streams`), sentences
+  for glued prose (:mod:`gpukit.wording`) and argument checks (:mod:`gpukit.arguments`).
+
 What a reader need not see lives here, out of the way and tested like any other code.
 """
 

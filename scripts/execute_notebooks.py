@@ -1,5 +1,7 @@
 """Execute the book's notebooks in parallel, one per core, into the execution cache that `jupyter-book build`
-reads, so the build itself executes nothing that is already up to date.
+reads, so the build itself executes nothing that is already up to date. Notebooks whose metadata says
+`"gpukit": {"run_alone": true}` (the lessons that publish speed measurements) run afterwards, one at a time,
+so that no other notebook competes for their cores.
 
 Jupyter Book 1 executes the notebooks of a build one after another. This script runs before it (`make book`,
 and the offline rebuild in `make test`): every toc notebook whose code has no cached run is executed with
@@ -61,6 +63,15 @@ def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
     return path, result.time, None
 
 
+def report(path: Path, seconds: float | None, error: str | None) -> None:
+    name = path.relative_to(ROOT)
+    if error is None:
+        print(f"  {name}: {seconds:.1f} s", flush=True)
+    else:
+        print(f"  {name}: FAILED ({error.splitlines()[-1]}); the build will run it again and show the error",
+              flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks run at once")
@@ -78,17 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     if not stale:
         print("Every notebook has an up-to-date cached run.")
         return 0
-    print(f"Executing {len(stale)} notebook(s), {min(args.jobs, len(stale))} at a time ...", flush=True)
-    with ProcessPoolExecutor(max_workers=min(args.jobs, len(stale))) as pool:
-        runs = [pool.submit(execute, path, default_timeout()) for path in stale]
-        for run in as_completed(runs):
-            path, seconds, error = run.result()
-            name = path.relative_to(ROOT)
-            if error is None:
-                print(f"  {name}: {seconds:.1f} s", flush=True)
-            else:
-                print(f"  {name}: FAILED ({error.splitlines()[-1] if error else ''}); the build will run it "
-                      "again and show the error", flush=True)
+    # A lesson that measures speed must not share the cores with another notebook, or its published timings
+    # measure the contention: such notebooks say "gpukit": {"run_alone": true} and run one after another.
+    alone = [p for p in stale if nbformat.read(p, as_version=4).metadata.get("gpukit", {}).get("run_alone")]
+    together = [p for p in stale if p not in alone]
+    print(f"Executing {len(stale)} notebook(s): {len(together)} side by side ({min(args.jobs, len(together) or 1)} "
+          f"at a time), then {len(alone)} that measure speed, one at a time ...", flush=True)
+    for batch, jobs in ((together, args.jobs), (alone, 1)):
+        if not batch:
+            continue
+        with ProcessPoolExecutor(max_workers=min(jobs, len(batch))) as pool:
+            runs = [pool.submit(execute, path, default_timeout()) for path in batch]
+            for run in as_completed(runs):
+                report(*run.result())
     # Failures are not this script's to report in full: the build runs them again and shows the traceback.
     return 0
 

@@ -139,3 +139,14 @@ def test_code_lines_fit_the_page(notebook):
     wide = [(i, line) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
             for line in source(c).splitlines() if len(line) > 88]
     assert not wide, f"{path.name}: lines over 88 columns: {wide}"
+
+
+def test_a_lesson_that_measures_speed_runs_alone_in_the_build(notebook):
+    """scripts/execute_notebooks.py runs notebooks side by side, except those marked run_alone: a timing
+    taken while another notebook shares the cores would be published as if it were the machine's."""
+    path, nb = notebook
+    code = "\n".join(source(c) for c in code_cells(nb))
+    measures = re.search(r"\b(benchmark|size_sweep|time_overlap|\w+_matmul_scaling)\(", code)
+    if measures:
+        assert nb["metadata"].get("gpukit", {}).get("run_alone") is True, (
+            f"{path.name} times work ({measures.group(1)}): set metadata gpukit.run_alone = true")
