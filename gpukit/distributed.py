@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arguments import require_positive, require_whole_number
+from .clusters import LOOPBACK
 from .paths import state_dir
 
-LOOPBACK = "127.0.0.1"
 BACKENDS = ("gloo", "nccl")
 
 
