@@ -20,7 +20,6 @@ import numpy as np
 DISTRIBUTIONS = {
     "cupy": "cupy-cuda12x",
     "myst_nb": "myst-nb",
-    "jaxlib": "jaxlib",
     "sklearn": "scikit-learn",
 }
 
