@@ -6,7 +6,7 @@ Two environment variables steer the choice without editing a notebook:
     Force a device (``cpu``, ``cuda``, ``cuda:1``, ``mps``), e.g. to compare a GPU node's CPU with its GPU.
 ``GPUKIT_REQUIRE_GPU``
     When true (``1``, ``true``, ``yes``), choosing the CPU is an error. GPU CI runners set it, so that a
-    runner whose GPU silently went missing fails at a notebook's first cell instead of passing on the CPU.
+    runner whose GPU silently went missing fails at a notebook's start instead of passing on the CPU.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def cpu_name() -> str:
 
 
 def announce_device(preferred: str | None = None) -> str:
-    """Pick the device, print which one this run uses, and return its name: a lesson's first cell."""
+    """Pick the device, print which one this run uses, and return its name: a lesson's stamp cell."""
     device = pick_device(preferred)
     print(f"Running on {describe_device(device)}")
     return device

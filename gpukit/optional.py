@@ -13,6 +13,7 @@ import importlib.metadata
 import re
 import shlex
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -28,11 +29,34 @@ def distribution_of(import_name: str) -> str:
     return DISTRIBUTIONS.get(import_name, import_name)
 
 
+# gpukit's extras, each read from a requirements file of the book (pyproject.toml's optional-dependencies).
+REQUIREMENT_FILES = {"book": "requirements.txt", "gpu": "requirements-gpu.txt"}
+
+
 def _gpukit_requirements() -> list[str]:
     try:
         return importlib.metadata.requires("gpukit") or []
-    except importlib.metadata.PackageNotFoundError:  # gpukit imported from a folder, not installed
-        return []
+    except importlib.metadata.PackageNotFoundError:
+        # gpukit imported from a folder, not installed (a lesson's setup cell on a JupyterHub puts the book's
+        # repository on the path): no metadata, but the requirements files lie beside the package.
+        return _requirements_beside_gpukit()
+
+
+def _requirements_beside_gpukit(root: Path | None = None) -> list[str]:
+    """The extras' requirements as gpukit's metadata lists them (``'torch==2.13.0; extra == "book"'``), read
+    from the requirements files in ``root``, the folder that holds the gpukit package unless given; files
+    that are not there add nothing."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    found = []
+    for extra, name in REQUIREMENT_FILES.items():
+        path = root / name
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                found.append(f'{line}; extra == "{extra}"')
+    return found
 
 
 def pinned_requirements(extra: str) -> list[str]:

@@ -83,23 +83,26 @@ def test_kernel_and_time_limit(notebook):
 
 
 def test_lesson_frame(notebook):
-    """Title, then the stamp cell, then the lesson's objectives; key points at the end."""
+    """Title, then the setup and stamp cells, then the lesson's objectives; key points at the end."""
     path, nb = notebook
     assert source(nb["cells"][0]).startswith("# "), f"{path.name}: the first cell must be the title"
-    opening = "\n".join(source(c) for c in nb["cells"][:3] if c["cell_type"] == "markdown")
+    opening = "\n".join(source(c) for c in nb["cells"][:4] if c["cell_type"] == "markdown")
     for word in ("Objectives", "Prerequisites", "Time"):
         assert word in opening, f"{path.name}: the lesson admonition under the title must state {word}"
     assert "Key points" in source(nb["cells"][-1]), f"{path.name}: the last cell must list the key points"
 
 
-def test_the_cell_under_the_title_picks_the_device_and_stamps_the_page(notebook):
+def test_the_setup_cell_then_the_cell_that_picks_the_device_and_stamps_the_page(notebook):
+    """Under the title: the setup cell (its exact text is tests/test_setup_cell.py's), then the stamp cell."""
     path, nb = notebook
-    under_title = nb["cells"][1]
-    assert under_title["cell_type"] == "code", f"{path.name}: the cell under the title must be code"
-    text = source(under_title)
-    assert "announce_device(" in text, f"{path.name}: the first code cell must call announce_device()"
+    setup, under_setup = nb["cells"][1:3]
+    assert setup["cell_type"] == "code" and "setup-gpukit" in tags(setup), (
+        f"{path.name}: the cell under the title must be the setup cell; run `python scripts/setup_cell.py --write`")
+    assert under_setup["cell_type"] == "code", f"{path.name}: the cell under the setup cell must be code"
+    text = source(under_setup)
+    assert "announce_device(" in text, f"{path.name}: the cell under the setup cell must call announce_device()"
     stamp = re.search(r'lesson_stamp\("(cpu|gpu|gpus)", device\)\s*$', text)
-    assert stamp, f"{path.name}: the first code cell must end with lesson_stamp(<needs>, device)"
+    assert stamp, f"{path.name}: the cell under the setup cell must end with lesson_stamp(<needs>, device)"
 
 
 def test_every_exercise_has_a_hidden_solution(notebook):

@@ -1,3 +1,4 @@
+import importlib.metadata
 import sys
 
 import numpy as np
@@ -39,6 +40,28 @@ def test_pins_come_from_gpukits_metadata():
     assert any(spec.startswith("cupy-cuda12x==") for spec in pinned_requirements("gpu"))
     with pytest.raises(ValueError, match="distribution name"):
         pinned_requirement("")
+
+
+def test_without_gpukits_metadata_the_pins_come_from_the_requirements_files_beside_it(monkeypatch):
+    """gpukit imported from the book's folder (a setup cell on a JupyterHub) has no metadata to read."""
+    from_metadata = [r for r in importlib.metadata.requires("gpukit") if "extra ==" in r]
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", not_installed)
+    assert optional._gpukit_requirements() == from_metadata  # the same strings, in the same order
+    assert pinned_requirement("torch") == "torch==2.13.0"
+    assert any(spec.startswith("cupy-cuda12x==") for spec in pinned_requirements("gpu"))
+
+
+def test_requirements_files_are_read_as_the_metadata_lists_them(tmp_path):
+    assert optional._requirements_beside_gpukit(tmp_path) == []  # no requirements files there
+    (tmp_path / "requirements.txt").write_text("# Book\n\nmyst-nb==1.4.0\n  # Lessons\ntorch==2.13.0\n")
+    assert optional._requirements_beside_gpukit(tmp_path) == ['myst-nb==1.4.0; extra == "book"',
+                                                               'torch==2.13.0; extra == "book"']
+    (tmp_path / "requirements-gpu.txt").write_text("jax[cuda12]==0.10.2\n")
+    assert optional._requirements_beside_gpukit(tmp_path)[-1] == 'jax[cuda12]==0.10.2; extra == "gpu"'
 
 
 def test_without_gpukits_metadata_the_bare_name_is_given(monkeypatch):

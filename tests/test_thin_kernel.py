@@ -116,7 +116,7 @@ def test_notebook_runs_to_the_end_without_the_optional_libraries(path, thin_ipyt
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute(cwd=str(path.parent), env={**os.environ, "IPYTHONDIR": str(thin_ipython_dir)})
     text = printed(nb)
-    assert "Running on " in text, "the first cell did not run"
+    assert "Running on " in text, "the stamp cell (under the setup cell) did not run"
     for skip in expected_lines(path):
         assert skip in text, f"{path.name} did not print {skip!r}"
     for line in text.splitlines():
