@@ -1,8 +1,9 @@
 """The built site: rebuilt from scratch with no network, then every page opened in headless Chromium
 and checked for accessibility with axe-core.
 
-The build reuses the execution cache in _build/.jupyter_cache, so notebooks run again only if they changed
-(or on a fresh clone). Both tests share one build: the browser looks at what the offline build wrote.
+The site is the one tests/site_build.py builds once per test run (the book's configuration, with the launch
+links pointed at the JupyterHub test's servers) into _build/site-test; the build reuses the execution cache
+in _build/.jupyter_cache, so notebooks run again only if they changed (or on a fresh clone).
 """
 
 from __future__ import annotations
@@ -11,25 +12,18 @@ import contextlib
 import functools
 import http.server
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from booktoc import ROOT, toc_files
-from netns import loopback_namespace_prefix
+from booktoc import toc_files
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
+from site_build import HTML, SITE, built_site
 
-BUILD = ROOT / "_build"
-HTML = BUILD / "html"
-SCREENSHOT = BUILD / "screenshots" / "landing.png"
-JUPYTER_BOOK = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT), "-W", "-n", "--keep-going",
-                "--all"]
-EXECUTE_NOTEBOOKS = [sys.executable, str(ROOT / "scripts" / "execute_notebooks.py")]
+SCREENSHOT = SITE / "screenshots" / "landing.png"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 # What axe-core reports at these impacts fails a page. Left at lower impact, and accepted:
@@ -44,19 +38,14 @@ AXE_OPTIONS = {"resultTypes": ["violations"], "rules": {"label-content-name-mism
 
 @pytest.fixture(scope="module")
 def site():
-    """Rebuild the HTML from scratch, offline when possible. Yields whether the build was offline."""
-    for stale in (HTML, BUILD / ".doctrees", BUILD / "jupyter_execute"):
-        shutil.rmtree(stale, ignore_errors=True)
-    prefix, why_not = loopback_namespace_prefix()
-    if prefix is None:
-        print(f"Building with the network available: {why_not}")
-    # As `make book` does: notebooks without a cached run are executed in parallel first, then the build.
-    for step in (EXECUTE_NOTEBOOKS, JUPYTER_BOOK):
-        command = step if prefix is None else [*prefix, *step]
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, f"book build failed:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    """The test site, built offline when possible. Yields whether the build was offline."""
+    record = built_site()
+    if record["error"]:
+        pytest.fail(record["error"])
+    if not record["offline"]:
+        print(f"Built with the network available: {record['why_not']}")
     assert (HTML / "index.html").is_file()
-    return {"offline": prefix is not None, "why_not": why_not}
+    return {"offline": record["offline"], "why_not": record["why_not"]}
 
 
 def test_book_builds_with_no_network(site):
