@@ -67,6 +67,10 @@ need --linux-only munge 'have munged' \
     "munge authenticates the test Slurm cluster's daemons and commands (the Slurm template tests skip without it)"
 need --linux-only shellcheck 'have shellcheck' \
     "tests/test_slurm_templates.py holds the job templates to shellcheck (skipped without it)"
+need --linux-only nodejs 'have node' \
+    "tests/test_jupyterhub.py runs JupyterHub, whose configurable-http-proxy is a Node.js program (skipped without it)"
+need --linux-only npm 'have npm' \
+    "tests/test_jupyterhub.py installs the configurable-http-proxy from the npm registry (skipped without it)"
 # Only creating .venv needs ensurepip, so an existing .venv makes the (slow-ish) interpreter start needless.
 need --linux-only python3-venv "test -x '$venv/bin/python' || '${PYTHON:-python3}' -c 'import ensurepip, venv' 2>/dev/null" \
     "python3 -m venv creates .venv; Debian ships it separately from python3"

@@ -19,7 +19,7 @@ REAL_TOOLS = ("bash", "dirname", "uname", "id", "grep", "env")
 # Probed command -> the Debian package that provides it.
 PROBED = {"chromium": "chromium", "fc-list": "fontconfig", "unshare": "util-linux", "ip": "iproute2",
           "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client", "munged": "munge",
-          "shellcheck": "shellcheck"}
+          "shellcheck": "shellcheck", "node": "nodejs", "npm": "npm"}
 NOBODY = ("--reuid=65534", "--regid=65534", "--clear-groups")
 APT_LOG = "apt-get.log"
 

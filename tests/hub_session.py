@@ -1,0 +1,377 @@
+"""A real JupyterHub on 127.0.0.1 for tests/test_jupyterhub.py, and the browser session that follows the
+site's launch links through it.
+
+The pieces, all real: JupyterHub, JupyterLab and nbgitpuller from PyPI; the configurable-http-proxy from npm
+(installed into ``_build/cache/jupyterhub-test/node``); ``git daemon`` serving a bare copy of the book's
+repository with a branch that is not its default; a test authenticator (JupyterHub's DummyAuthenticator,
+limited to the users below). Each user's server is a Slurm job started by batchspawner when the test's
+one-node Slurm cluster can run, else a local process (JupyterHub's SimpleLocalProcessSpawner), as the user's
+``spawner`` says.
+
+The users' servers and kernels run in the **user environment**: a virtual environment that sees every
+package of the book's .venv (NumPy, PyTorch, Matplotlib, pandas, JupyterLab, ...) except gpukit, as a hub's
+kernel does before anyone installs this book's package. The notebooks' setup cell must make gpukit
+importable there on its own.
+
+Run as a script (``python hub_session.py PLAN.json``) it does the whole session inside whatever network
+namespace it was started in: start the git server and the hub, log in in Chromium, open every launch link,
+run the notebooks it is asked to, write a report, stop everything it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # gpukit, when this file runs as a script
+
+from gpukit.paths import state_dir  # noqa: E402
+
+STATE = state_dir("jupyterhub-test")
+NODE_PREFIX = STATE / "node"
+CHP_VERSION = "5.3.0"
+CHP = NODE_PREFIX / "node_modules" / ".bin" / "configurable-http-proxy"
+USER_ENV = STATE / "user-env"
+USERS = ("ada", "grace")
+PASSWORD = "launch-button-test"
+# What the user environment must not see: gpukit's own files in .venv's site-packages.
+HIDDEN = ("gpukit",)
+# The commands a hub runs in the user environment, and the modules whose main() they are.
+USER_COMMANDS = {
+    "jupyterhub-singleuser": "jupyterhub.singleuser",
+    "batchspawner-singleuser": "batchspawner.singleuser",
+}
+
+
+# ---------------------------------------------------------------------------------------------- set-up steps
+def install_proxy() -> str:
+    """Install the configurable-http-proxy from npm unless it is there; returns "" or why it cannot be."""
+    if CHP.is_file() and (NODE_PREFIX / "version").read_text(errors="replace").strip() == CHP_VERSION:
+        return ""
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        return "Node.js and npm are not installed (Debian packages nodejs and npm; scripts/system-packages.sh)"
+    NODE_PREFIX.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund",
+                           f"configurable-http-proxy@{CHP_VERSION}"], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not CHP.is_file():
+        return f"npm could not install configurable-http-proxy: {done.stderr.strip()[-800:]}"
+    (NODE_PREFIX / "version").write_text(CHP_VERSION)
+    return ""
+
+
+def make_user_environment(venv_python: Path = Path(sys.executable)) -> Path:
+    """A virtual environment whose Python sees .venv's packages but not gpukit; returns its Python.
+
+    The packages are linked, not installed again: a folder of symbolic links to every entry of .venv's
+    site-packages but gpukit's, added as a site directory (so the packages' own .pth files still run).
+    JupyterLab's assets and the server extensions' switches (.venv/share/jupyter, .venv/etc/jupyter) are
+    linked in too, because Jupyter looks for them under the running Python's prefix.
+    """
+    venv_root = venv_python.parent.parent
+    site_packages = next((venv_root / "lib").glob("python3*/site-packages"))
+    shutil.rmtree(USER_ENV, ignore_errors=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(USER_ENV)], check=True, capture_output=True)
+    libraries = USER_ENV / "book-libraries"
+    libraries.mkdir()
+    for entry in site_packages.iterdir():
+        if not any(hidden in entry.name for hidden in HIDDEN):
+            (libraries / entry.name).symlink_to(entry)
+    own_site = next((USER_ENV / "lib").glob("python3*/site-packages"))
+    (own_site / "book-libraries.pth").write_text(f"import site; site.addsitedir({str(libraries)!r})\n")
+    for shared in ("share/jupyter", "etc/jupyter"):
+        (USER_ENV / shared).parent.mkdir(parents=True, exist_ok=True)
+        (USER_ENV / shared).symlink_to(venv_root / shared)
+    python = USER_ENV / "bin" / "python"
+    for command, module in USER_COMMANDS.items():
+        script = USER_ENV / "bin" / command
+        script.write_text(f"#!{python}\nimport sys\nfrom {module} import main\nsys.exit(main())\n")
+        script.chmod(0o755)
+    return python
+
+
+def serve_repository(branch: str, repository_path: str) -> dict:
+    """A bare copy of the book's repository for the git server: its default branch is this clone's
+    commit, and ``branch`` adds one commit holding the working tree's tracked files as they are now (so
+    the notebooks served are the ones under test). Returns the root folder and both commits."""
+    root = STATE / "git"
+    shutil.rmtree(root, ignore_errors=True)
+    bare = root / repository_path
+    bare.parent.mkdir(parents=True)
+    git = ["git", "-c", "user.name=Hub test", "-c", "user.email=hub-test@127.0.0.1", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare)], check=True)
+    subprocess.run([*git, "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    subprocess.run([*git, "-C", str(bare), "update-ref", "refs/heads/main", head], check=True)
+    work = root / "work"
+    subprocess.run([*git, "clone", "--quiet", str(bare), str(work)], check=True)
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, work / name)
+    subprocess.run([*git, "-C", str(work), "checkout", "--quiet", "-b", branch], check=True)
+    subprocess.run([*git, "-C", str(work), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(work), "commit", "--quiet", "--allow-empty", "-m",
+                    "The branch a workshop site launches (made by the JupyterHub test)"], check=True)
+    subprocess.run([*git, "-C", str(work), "push", "--quiet", "origin", branch], check=True)
+    commit = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    shutil.rmtree(work)
+    return {"root": str(root), "main_commit": head, "branch_commit": commit}
+
+
+# ---------------------------------------------------------------------------------------------- the servers
+HUB_CONFIG = """\
+# Written by tests/hub_session.py for one test session.
+c = get_config()  # noqa: F821
+c.JupyterHub.bind_url = {hub_url!r}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_api_port}
+c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
+c.JupyterHub.pid_file = "{state}/jupyterhub.pid"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.pid_file = "{state}/proxy.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allowed_users = {users!r}
+c.Spawner.default_url = "/lab"
+c.Spawner.ip = "127.0.0.1"
+c.Spawner.start_timeout = 180
+c.Spawner.http_timeout = 180
+c.Spawner.cmd = [{singleuser!r}]
+c.Spawner.args = {server_args!r}
+c.Spawner.environment = {environment!r}
+{spawner}
+"""
+
+LOCAL_SPAWNER = """\
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = "{state}/home/{{username}}"
+"""
+
+# batchspawner runs as root here, where a cluster hub runs sbatch through sudo as the user, and the test's
+# users have no accounts on the machine, so their home folders are named here instead of looked up.
+SLURM_SPAWNER = """\
+import batchspawner
+from traitlets import default
+
+
+class TestUsersSlurmSpawner(batchspawner.SlurmSpawner):
+    @default("req_homedir")
+    def _home(self):
+        return f"{state}/home/{{self.user.name}}"
+
+    def user_env(self, env):
+        env["USER"] = self.user.name
+        env["HOME"] = self.req_homedir
+        return env
+
+    def start(self):
+        os.makedirs(self.req_homedir, exist_ok=True)
+        return super().start()
+
+
+import os
+
+c.JupyterHub.spawner_class = TestUsersSlurmSpawner
+c.SlurmSpawner.exec_prefix = ""
+c.SlurmSpawner.req_partition = {partition!r}
+c.SlurmSpawner.req_runtime = "00:30:00"
+c.SlurmSpawner.req_memory = "4G"
+c.SlurmSpawner.req_srun = ""
+c.SlurmSpawner.req_keepvars_extra = "SLURM_CONF"
+c.SlurmSpawner.batch_script = '''#!/bin/bash
+#SBATCH --output={{{{homedir}}}}/jupyterhub_slurmspawner_%j.log
+#SBATCH --job-name=spawner-jupyterhub
+#SBATCH --chdir={{{{homedir}}}}
+#SBATCH --export={{{{keepvars}}}}
+#SBATCH --partition={{{{partition}}}}
+#SBATCH --time={{{{runtime}}}}
+#SBATCH --mem={{{{memory}}}}
+set -euo pipefail
+{{{{cmd}}}}
+'''
+c.JupyterHub.hub_connect_ip = "127.0.0.1"
+"""
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} before listening on {port}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} was not listening on {port} after {timeout} s")
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen | None, grace: float = 20) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def processes_using(marker: str) -> list[str]:
+    """``pid: command line`` of every process whose command line mentions ``marker``, but this one."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if marker in command:
+            found.append(f"{entry.name}: {command[:200]}")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- in Chromium
+def log_in(page, hub_url: str, user: str) -> None:
+    page.goto(f"{hub_url}/hub/login", wait_until="domcontentloaded")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("[type=submit]")
+    page.wait_for_url(lambda url: "/hub/login" not in url, timeout=30_000)
+
+
+def open_launch_link(page, link: str, user: str, timeout_s: float) -> dict:
+    """Follow a page's launch link as the logged-in user; wait for JupyterLab to show a notebook."""
+    started = time.monotonic()
+    page.goto(link, wait_until="domcontentloaded")
+    # The hub may show its spawn page, then nbgitpuller its progress page; both move on by themselves.
+    page.wait_for_url(lambda url: f"/user/{user}/lab/tree/" in url, timeout=timeout_s * 1000)
+    tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
+    tab.wait_for(timeout=timeout_s * 1000)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.wait_for(timeout=timeout_s * 1000)
+    return {"url": page.url, "tab": tab.inner_text().strip(), "seconds": round(time.monotonic() - started, 1)}
+
+
+def run_all_cells(page, timeout_s: float) -> float:
+    """Run every cell of the open notebook from JupyterLab's Run menu, wait for the kernel to finish, save."""
+    started = time.monotonic()
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    # Asked before its kernel is connected, JupyterLab may run nothing: wait for the status bar's "Idle".
+    page.locator(".jp-StatusBar-Item", has_text="| Idle").first.wait_for(timeout=timeout_s * 1000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+    code_cells = panel.locator(".jp-CodeCell")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        # Text content, not inner text: JupyterLab leaves cells out of view unrendered, and their inner text empty.
+        prompts = [p.strip() for p in code_cells.locator(".jp-InputArea-prompt").all_text_contents()]
+        if prompts and all(p.startswith("[") and p[1:-2].isdigit() for p in prompts):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cells still running or not run after {timeout_s} s: {prompts}")
+        time.sleep(1)
+    panel.locator(".jp-Cell").first.click()
+    page.keyboard.press("Control+s")
+    page.wait_for_function(
+        "() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')"
+        "?.classList.contains('jp-mod-dirty') && !document.title.startsWith('*')", timeout=30_000)
+    return round(time.monotonic() - started, 1)
+
+
+def browse(plan: dict, report: dict) -> None:
+    from playwright.sync_api import sync_playwright
+
+    user = USERS[0]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=plan["chromium"],
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            outside: list[str] = []
+            page.on("request", lambda r: urlparse(r.url).hostname not in (None, "127.0.0.1", "localhost")
+                    and not r.url.startswith(("data:", "blob:")) and outside.append(r.url))
+            log_in(page, plan["hub_url"], user)
+            home = Path(plan["home_root"]) / user
+            for doc, link in plan["links"].items():
+                entry: dict = {}
+                report["pages"][doc] = entry
+                try:
+                    # JupyterLab reopens what the user had open; each page starts from an empty layout.
+                    for workspace in home.glob(".jupyter/lab/workspaces/*"):
+                        workspace.unlink()
+                    # The first link also starts the user's server.
+                    timeout = plan["first_timeout"] if len(report["pages"]) == 1 else plan["page_timeout"]
+                    entry.update(open_launch_link(page, link, user, timeout))
+                    if doc in plan["execute"]:
+                        entry["run_seconds"] = run_all_cells(page, plan["run_timeout"])
+                except Exception as error:  # noqa: BLE001 - recorded per page, the test names it
+                    entry["error"] = f"{type(error).__name__}: {error}"
+                    shot = Path(plan["report"]).with_name(f"{Path(doc).name}.png")
+                    page.screenshot(path=str(shot))
+                    entry["screenshot"] = str(shot)
+                    if len(report["pages"]) == 1:
+                        report["errors"].append(f"the first launch link failed, so no other was tried: {error}")
+                        break
+            report["requests_leaving_loopback"] = outside
+        finally:
+            browser.close()
+
+
+# ---------------------------------------------------------------------------------------------- the session
+def session(plan: dict) -> dict:
+    report: dict = {"pages": {}, "spawner": plan["spawner"], "errors": []}
+    state = Path(plan["state"])
+    ports = plan["ports"]
+    git = hub = None
+    logs = []
+    try:
+        git_log = open(state / "git-daemon.log", "w")
+        logs.append(git_log)
+        git = subprocess.Popen(["git", "daemon", "--listen=127.0.0.1", f"--port={ports['git']}", "--reuseaddr",
+                                "--export-all", f"--base-path={plan['git_root']}", plan["git_root"]],
+                               stdout=git_log, stderr=subprocess.STDOUT)
+        wait_for_port(ports["git"], git, 30, "git daemon")
+        hub_log = open(state / "jupyterhub.log", "w")
+        logs.append(hub_log)
+        hub = subprocess.Popen([plan["jupyterhub"], "-f", str(state / "jupyterhub_config.py")], cwd=state,
+                               stdout=hub_log, stderr=subprocess.STDOUT, env=plan["hub_env"])
+        wait_for_port(ports["hub"], hub, 90, "JupyterHub's proxy")
+        wait_for_port(ports["hub_api"], hub, 90, "JupyterHub")
+        browse(plan, report)
+    except Exception:  # noqa: BLE001 - the report carries it to the test
+        report["errors"].append(traceback.format_exc())
+    finally:
+        stop(hub, grace=60)
+        stop(git)
+        for log in logs:
+            log.close()
+        time.sleep(0.5)
+        report["left_running"] = processes_using(plan["state"])
+    return report
+
+
+if __name__ == "__main__":
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    report = session(plan)
+    Path(plan["report"]).write_text(json.dumps(report, indent=1))

@@ -1,0 +1,226 @@
+"""The launch buttons, end to end: the built site's JupyterHub links, followed on a real JupyterHub.
+
+tests/site_build.py builds the site with its hub URL and repository URL pointed at servers on 127.0.0.1;
+tests/hub_session.py starts those servers (git daemon with the book's repository on a branch that is not
+its default, JupyterHub with the configurable-http-proxy, nbgitpuller and JupyterLab), logs a test user in
+in Chromium, opens every lesson page's launch link as the site wrote it, and runs two of the pulled
+notebooks in the user's kernel, which has the lesson libraries but not gpukit.
+
+The session runs inside a loopback-only network namespace where one can be made (nothing listens on or
+reaches another address); where the test's one-node Slurm can run, the hub starts the user's server as a
+Slurm job with batchspawner, as cluster hubs do, else as a local process; the tests below say which.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from booktoc import toc_files
+from hub_session import (
+    CHP,
+    HUB_CONFIG,
+    LOCAL_SPAWNER,
+    SLURM_SPAWNER,
+    STATE,
+    USER_ENV,
+    USERS,
+    install_proxy,
+    make_user_environment,
+    processes_using,
+    serve_repository,
+)
+from netns import loopback_namespace_prefix
+from site_build import REPOSITORY_PATH, built_site, free_port
+from slurm_cluster import PARTITION, SlurmCluster, why_not_here
+
+LESSONS = [doc for doc in toc_files() if doc.startswith("notebooks/")]
+# Run to the end in the user's kernel: the environment check, and a lesson that draws plots.
+EXECUTED = ["notebooks/00-environment-check", "notebooks/13-benchmarks"]
+REPOSITORY_FOLDER = REPOSITORY_PATH.rsplit("/", 1)[-1]  # where nbgitpuller clones it in the user's home
+LAUNCH_LINK = re.compile(r'href="([^"]*/hub/user-redirect/git-pull\?[^"]*)"')
+
+
+def launch_link(site: dict, doc: str) -> str | None:
+    page = Path(site["html"], f"{doc}.html").read_text(encoding="utf-8")
+    found = LAUNCH_LINK.search(page)
+    return html.unescape(found.group(1)) if found else None
+
+
+@pytest.fixture(scope="module")
+def site():
+    record = built_site()
+    if record["error"]:
+        pytest.fail(record["error"])
+    return record
+
+
+@pytest.fixture(scope="module")
+def hub(site):
+    """Run the whole hub session once; yields its plan and report."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("Chromium is not installed: run `scripts/system-packages.sh` (make test runs it first)")
+    why_not = install_proxy()
+    if why_not:
+        pytest.skip(f"no JupyterHub session: {why_not}")
+    # Where the test's one-node Slurm can run, the user's server is a Slurm job, and the session runs in the
+    # cluster's loopback-only namespace; else in a namespace of its own, where one can be made.
+    cluster, slurm_why_not = None, why_not_here() if site["offline"] else "no loopback-only network namespace"
+    if not slurm_why_not:
+        cluster = SlurmCluster("slurm-hub")
+        try:
+            cluster.start()
+        except RuntimeError as error:
+            cluster.stop()
+            cluster, slurm_why_not = None, f"the test's Slurm cluster did not start: {error}"
+    prefix = cluster.prefix() if cluster else loopback_namespace_prefix()[0] if site["offline"] else None
+    try:
+        yield from _hub_session(site, chromium, cluster, slurm_why_not, prefix)
+    finally:
+        if cluster:
+            cluster.stop()
+        for leftover in processes_using(str(STATE)):  # a failed session's, so that no test run leaves any
+            subprocess.run(["kill", "-9", leftover.split(":", 1)[0]], check=False)
+
+
+def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
+    ports = dict(site["ports"])
+    ports.update({"hub_api": 8081, "proxy_api": 8001} if prefix else {"hub_api": free_port(), "proxy_api": free_port()})
+    STATE.mkdir(parents=True, exist_ok=True)
+    for stale in ("home", "jupyterhub.sqlite", "session", "jupyterhub.pid", "proxy.pid"):
+        path = STATE / stale
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    (STATE / "session").mkdir()
+    served = serve_repository(site["branch"], REPOSITORY_PATH)
+    user_python = make_user_environment()
+    links = {doc: launch_link(site, doc) for doc in LESSONS}
+    plan = {
+        "state": str(STATE), "ports": ports, "hub_url": site["hub_url"], "git_root": served["root"],
+        "links": {doc: link for doc, link in links.items() if link}, "execute": EXECUTED,
+        "home_root": str(STATE / "home"), "chromium": chromium, "spawner": "slurm" if cluster else "local",
+        "why_not_slurm": slurm_why_not,
+        "jupyterhub": str(Path(sys.executable).with_name("jupyterhub")),
+        "first_timeout": 180, "page_timeout": 90, "run_timeout": 240,
+        "report": str(STATE / "session" / "report.json"),
+        "hub_env": {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                    **({"SLURM_CONF": str(cluster.conf)} if cluster else {})},
+    }
+    spawner = SLURM_SPAWNER.format(state=STATE, partition=PARTITION) if cluster else LOCAL_SPAWNER.format(state=STATE)
+    # batchspawner runs sbatch with the user's environment, which must therefore name the cluster's config.
+    environment = {"PATH": f"{USER_ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                   **({"SLURM_CONF": str(cluster.conf)} if cluster else {})}
+    (STATE / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
+        hub_url=site["hub_url"], hub_api_port=ports["hub_api"], proxy_api_port=ports["proxy_api"], state=STATE,
+        chp=str(CHP), users=set(USERS), singleuser=str(USER_ENV / "bin" / "jupyterhub-singleuser"),
+        environment=environment, server_args=["--allow-root"] if os.geteuid() == 0 else [], spawner=spawner))
+    (STATE / "session" / "plan.json").write_text(json.dumps(plan, indent=1))
+    command = [sys.executable, str(Path(__file__).with_name("hub_session.py")), str(STATE / "session" / "plan.json")]
+    done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
+                          timeout=1200)
+    jobs = cluster.run("scontrol", "show", "job", "-o", check=False).stdout if cluster else ""
+    report_file = Path(plan["report"])
+    if not report_file.is_file():
+        pytest.fail(f"the hub session wrote no report ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                    f"{done.stderr[-3000:]}")
+    report = json.loads(report_file.read_text())
+    yield {"plan": plan, "report": report, "served": served, "links": links, "user_python": user_python,
+           "namespace": prefix is not None, "slurm_jobs": jobs}
+
+
+def hub_log() -> str:
+    path = STATE / "jupyterhub.log"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-40:]) if path.is_file() else "(no hub log)"
+
+
+@pytest.mark.parametrize("doc", LESSONS)
+def test_lesson_page_links_to_the_hub_with_repository_branch_and_notebook(site, doc):
+    link = launch_link(site, doc)
+    assert link, f"{doc}: no JupyterHub launch link on the page"
+    parsed = urlparse(link)
+    hub = urlparse(site["hub_url"])
+    assert (parsed.scheme, parsed.netloc) == (hub.scheme, hub.netloc), link
+    assert parsed.path == "/hub/user-redirect/git-pull", f"{doc}: {parsed.path} (a double slash gives a 404)"
+    query = {key: values[0] for key, values in parse_qs(parsed.query).items()}
+    assert query.get("repo") == site["repository_url"], link
+    assert query.get("branch") == site["branch"], f"{doc}: the link does not carry the configured branch"
+    assert query.get("urlpath") == f"lab/tree/{REPOSITORY_FOLDER}/{doc}.ipynb", link
+
+
+def test_hub_session_ran_cleanly(hub):
+    report = hub["report"]
+    assert not report["errors"], "\n".join(report["errors"]) + "\n" + hub_log()
+    assert not report["requests_leaving_loopback"], report["requests_leaving_loopback"]
+
+
+def test_hub_session_left_no_process_running(hub):
+    assert hub["report"]["left_running"] == [], hub["report"]["left_running"]
+    assert processes_using(str(STATE)) == []
+
+
+@pytest.mark.parametrize("doc", LESSONS)
+def test_launch_link_opens_the_notebook_in_jupyterlab(hub, doc):
+    entry = hub["report"]["pages"].get(doc)
+    assert entry is not None, f"{doc}: the session did not get to this page\n{hub['report']['errors']}"
+    assert "error" not in entry, f"{doc}: {entry['error']} (screenshot {entry.get('screenshot')})\n{hub_log()}"
+    user = USERS[0]
+    assert urlparse(entry["url"]).path == f"/user/{user}/lab/tree/{REPOSITORY_FOLDER}/{doc}.ipynb", entry["url"]
+    assert entry["tab"] == Path(doc).name + ".ipynb", f"JupyterLab's open tab is {entry['tab']!r}"
+
+
+def test_pulled_repository_is_on_the_configured_branch(hub, site):
+    """nbgitpuller commits what the user changed (here: the notebooks run and saved) before it merges, so
+    the clone's HEAD may be its own commit; what it pulled is the configured branch's commit."""
+    clone = Path(hub["plan"]["home_root"], USERS[0], REPOSITORY_FOLDER)
+    assert (clone / ".git").is_dir(), f"nbgitpuller did not clone into {clone}"
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True).stdout.strip()
+
+    assert git("rev-parse", "--abbrev-ref", "HEAD") == site["branch"]
+    assert git("rev-parse", f"origin/{site['branch']}") == hub["served"]["branch_commit"]
+    assert hub["served"]["branch_commit"] != hub["served"]["main_commit"]
+    ancestor = subprocess.run(["git", "-C", str(clone), "merge-base", "--is-ancestor",
+                               hub["served"]["branch_commit"], "HEAD"])
+    assert ancestor.returncode == 0, "the clone does not hold the branch's commit"
+
+
+def test_users_kernel_has_the_lesson_libraries_but_not_gpukit(hub):
+    probe = ("import importlib.util as u, sys; "
+             "print([m for m in ('numpy', 'torch', 'matplotlib', 'pandas') if u.find_spec(m) is None], "
+             "u.find_spec('gpukit'))")
+    done = subprocess.run([str(hub["user_python"]), "-c", probe], capture_output=True, text=True, cwd="/")
+    assert done.stdout.strip() == "[] None", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("doc", EXECUTED)
+def test_pulled_notebook_runs_to_the_end_in_the_users_kernel(hub, doc):
+    entry = hub["report"]["pages"].get(doc, {})
+    assert "run_seconds" in entry, f"{doc} was not run: {entry.get('error')}\n{hub_log()}"
+    clone = Path(hub["plan"]["home_root"], USERS[0], REPOSITORY_FOLDER)
+    notebook = json.loads((clone / f"{doc}.ipynb").read_text(encoding="utf-8"))
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert all(cell.get("execution_count") for cell in code), f"{doc}: some cells were not run"
+    errors = [out for cell in code for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    assert not errors, f"{doc}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    setup_output = "".join("".join(out.get("text", "")) for out in code[0].get("outputs", []))
+    assert str(clone) in setup_output, f"{doc}: the setup cell did not find gpukit in the pulled repository: " \
+                                       f"{setup_output!r}"
+
+
+def test_users_server_ran_as_a_slurm_job(hub):
+    """As on a cluster's hub: batchspawner submitted the user's server with sbatch."""
+    if hub["report"]["spawner"] != "slurm":
+        pytest.skip("the hub started the user's server as a local process (SimpleLocalProcessSpawner), not as a "
+                    f"Slurm job: {hub['plan']['why_not_slurm']}")
+    jobs = [line for line in hub["slurm_jobs"].splitlines() if "JobName=spawner-jupyterhub" in line]
+    assert jobs, f"no spawner job in the cluster:\n{hub['slurm_jobs']}"
+    assert all("JobState=COMPLETED" in job or "JobState=CANCELLED" in job for job in jobs), jobs
