@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -121,7 +120,9 @@ def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
     (STATE / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
         hub_url=site["hub_url"], hub_api_port=ports["hub_api"], proxy_api_port=ports["proxy_api"], state=STATE,
         chp=str(CHP), users=set(USERS), singleuser=str(USER_ENV / "bin" / "jupyterhub-singleuser"),
-        environment=environment, server_args=["--allow-root"] if os.geteuid() == 0 else [], spawner=spawner))
+        # Jupyter refuses to run as root without --allow-root; as root, and inside `unshare -r` (how a normal
+        # user gets a network namespace), the servers run as root.
+        environment=environment, server_args=["--allow-root"], spawner=spawner))
     (STATE / "session" / "plan.json").write_text(json.dumps(plan, indent=1))
     command = [sys.executable, str(Path(__file__).with_name("hub_session.py")), str(STATE / "session" / "plan.json")]
     done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
