@@ -258,20 +258,39 @@ def log_in(page, hub_url: str, user: str) -> None:
     page.wait_for_url(lambda url: "/hub/login" not in url, timeout=30_000)
 
 
-def open_launch_link(page, link: str, user: str, timeout_s: float) -> dict:
-    """Follow a page's launch link as the logged-in user; wait for JupyterLab to show a notebook."""
+CURRENT_TAB = "#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel"
+
+
+def open_launch_link(page, link: str, user: str, notebook: str, timeout_s: float) -> dict:
+    """Follow a page's launch link as the logged-in user; wait for JupyterLab to show ``notebook`` (a file
+    name) as its current tab. Returns the URL JupyterLab ended at and its current tab when it stopped waiting."""
     started = time.monotonic()
     page.goto(link, wait_until="domcontentloaded")
     # The hub may show its spawn page, then nbgitpuller its progress page; both move on by themselves.
     page.wait_for_url(lambda url: f"/user/{user}/lab/tree/" in url, timeout=timeout_s * 1000)
-    tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
+    tab = page.locator(CURRENT_TAB)
     tab.wait_for(timeout=timeout_s * 1000)
-    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.wait_for(timeout=timeout_s * 1000)
-    return {"url": page.url, "tab": tab.inner_text().strip(), "seconds": round(time.monotonic() - started, 1)}
+    # JupyterLab may show a tab it restored first and open the linked notebook a moment later.
+    deadline = time.monotonic() + timeout_s
+    while (current := tab.inner_text().strip()) != notebook and time.monotonic() < deadline:
+        time.sleep(0.25)
+    if current == notebook:
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.wait_for(timeout=timeout_s * 1000)
+    return {"url": page.url, "tab": current, "seconds": round(time.monotonic() - started, 1)}
 
 
-def run_all_cells(page, timeout_s: float) -> float:
-    """Run every cell of the open notebook from JupyterLab's Run menu, wait for the kernel to finish, save."""
+def saved_counts(path: Path) -> list:
+    """The execution counts of the code cells of the notebook file at ``path``, as saved."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [cell.get("execution_count") for cell in cells if cell.get("cell_type") == "code"]
+
+
+def run_all_cells(page, saved_file: Path, timeout_s: float) -> float:
+    """Run every cell of the open notebook from JupyterLab's Run menu, wait for the kernel to finish, save
+    from the File menu, and wait until the file on disk holds the run."""
     started = time.monotonic()
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     # Asked before its kernel is connected, JupyterLab may run nothing: wait for the status bar's "Idle".
@@ -288,11 +307,14 @@ def run_all_cells(page, timeout_s: float) -> float:
         if time.monotonic() > deadline:
             raise TimeoutError(f"cells still running or not run after {timeout_s} s: {prompts}")
         time.sleep(1)
-    panel.locator(".jp-Cell").first.click()
-    page.keyboard.press("Control+s")
-    page.wait_for_function(
-        "() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')"
-        "?.classList.contains('jp-mod-dirty') && !document.title.startsWith('*')", timeout=30_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Save Notebook", exact=True).click()
+    deadline = time.monotonic() + 30
+    while not all(counts := saved_counts(saved_file)) or not counts:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{saved_file.name} on disk does not hold the run 30 s after saving: counts "
+                               f"{counts}; JupyterLab showed {prompts}")
+        time.sleep(0.5)
     return round(time.monotonic() - started, 1)
 
 
@@ -317,14 +339,17 @@ def browse(plan: dict, report: dict) -> None:
                 entry: dict = {}
                 report["pages"][doc] = entry
                 try:
-                    # JupyterLab reopens what the user had open; each page starts from an empty layout.
+                    # JupyterLab reopens what the user had open; each page starts from an empty layout. The
+                    # previous page is left first, so that it cannot save its layout again afterwards.
+                    page.goto("about:blank")
                     for workspace in home.glob(".jupyter/lab/workspaces/*"):
                         workspace.unlink()
                     # The first link also starts the user's server.
                     timeout = plan["first_timeout"] if len(report["pages"]) == 1 else plan["page_timeout"]
-                    entry.update(open_launch_link(page, link, user, timeout))
-                    if doc in plan["execute"]:
-                        entry["run_seconds"] = run_all_cells(page, plan["run_timeout"])
+                    entry.update(open_launch_link(page, link, user, Path(doc).name + ".ipynb", timeout))
+                    if doc in plan["execute"] and entry["tab"] == Path(doc).name + ".ipynb":
+                        saved = home / plan["repository_folder"] / f"{doc}.ipynb"
+                        entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])
                 except Exception as error:  # noqa: BLE001 - recorded per page, the test names it
                     entry["error"] = f"{type(error).__name__}: {error}"
                     shot = Path(plan["report"]).with_name(f"{Path(doc).name}.png")

@@ -105,7 +105,8 @@ def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
     plan = {
         "state": str(STATE), "ports": ports, "hub_url": site["hub_url"], "git_root": served["root"],
         "links": {doc: link for doc, link in links.items() if link}, "execute": EXECUTED,
-        "home_root": str(STATE / "home"), "chromium": chromium, "spawner": "slurm" if cluster else "local",
+        "home_root": str(STATE / "home"), "repository_folder": REPOSITORY_FOLDER,
+        "chromium": chromium, "spawner": "slurm" if cluster else "local",
         "why_not_slurm": slurm_why_not,
         "jupyterhub": str(Path(sys.executable).with_name("jupyterhub")),
         "first_timeout": 180, "page_timeout": 90, "run_timeout": 240,
