@@ -5,8 +5,8 @@ The pieces, all real: JupyterHub, JupyterLab and nbgitpuller from PyPI; the conf
 (installed into ``_build/cache/jupyterhub-test/node``); ``git daemon`` serving a bare copy of the book's
 repository with a branch that is not its default; a test authenticator (JupyterHub's DummyAuthenticator,
 limited to the users below). Each user's server is a Slurm job started by batchspawner when the test's
-one-node Slurm cluster can run, else a local process (JupyterHub's SimpleLocalProcessSpawner), as the user's
-``spawner`` says.
+one-node Slurm cluster can run, else a local process (JupyterHub's SimpleLocalProcessSpawner), as the
+session's plan says.
 
 The users' servers and kernels run in the **user environment**: a virtual environment that sees every
 package of the book's .venv (NumPy, PyTorch, Matplotlib, pandas, JupyterLab, ...) except gpukit, as a hub's
@@ -167,6 +167,8 @@ c.SimpleLocalProcessSpawner.home_dir_template = "{state}/home/{{username}}"
 # batchspawner runs as root here, where a cluster hub runs sbatch through sudo as the user, and the test's
 # users have no accounts on the machine, so their home folders are named here instead of looked up.
 SLURM_SPAWNER = """\
+import os
+
 import batchspawner
 from traitlets import default
 
@@ -185,8 +187,6 @@ class TestUsersSlurmSpawner(batchspawner.SlurmSpawner):
         os.makedirs(self.req_homedir, exist_ok=True)
         return super().start()
 
-
-import os
 
 c.JupyterHub.spawner_class = TestUsersSlurmSpawner
 c.SlurmSpawner.exec_prefix = ""
