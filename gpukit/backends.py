@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .device import available_devices, describe_device, device_available, validate_device
+from .machine_files import file_name, json_files, read_checked
 
 __all__ = [
     "OPERATIONS",
@@ -59,7 +60,6 @@ __all__ = [
 
 SCHEMA = "gpukit.backend-support/1"
 _FIELDS = ("schema", "machine", "torch", "date", "platform", "devices", "results")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 # ------------------------------------------------------------------------------------------ operations
@@ -300,14 +300,7 @@ def default_machine_name(devices: Iterable[str] | None = None) -> str:
     """A file name for this machine: system, architecture and device kinds, e.g. ``darwin-arm64-mps-cpu``."""
     devices = available_devices() if devices is None else [str(d) for d in devices]
     kinds = dict.fromkeys(d.split(":")[0] for d in devices)
-    return _slug("-".join([platform.system(), platform.machine(), *kinds]))
-
-
-def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.")
-    if not slug or not _NAME.match(slug):
-        raise ValueError(f"cannot make a file name from {text!r}; use letters, digits, '.', '_' and '-'")
-    return slug
+    return file_name("-".join([platform.system(), platform.machine(), *kinds]))
 
 
 def support_record(table, machine: str, date: str | None = None) -> dict:
@@ -337,7 +330,7 @@ def write_support_file(table, machine: str, name: str | None = None, folder: str
     record = support_record(table, machine, date=date)
     folder = Path(folder) if folder is not None else support_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{_slug(name) if name else default_machine_name(list(table.columns))}.json"
+    path = folder / f"{file_name(name) if name else default_machine_name(list(table.columns))}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
@@ -395,12 +388,7 @@ def _validate(record, where: str) -> dict:
 
 def read_support_file(path: str | Path) -> dict:
     """Read and check one machine's file; a malformed or partial file raises :class:`SupportFileError`."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise SupportFileError(f"{path.name}: not valid JSON ({error})") from error
-    return _validate(record, path.name)
+    return read_checked(path, _validate, SupportFileError)
 
 
 def read_support_folder(folder: str | Path | None = None):
@@ -412,13 +400,8 @@ def read_support_folder(folder: str | Path | None = None):
     import pandas as pd
 
     folder = Path(folder) if folder is not None else support_folder()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no folder {folder}: run `python -m gpukit probe --write` to create it")
-    paths = sorted(folder.glob("*.json"))
-    if not paths:
-        raise FileNotFoundError(f"{folder} holds no .json files: run `python -m gpukit probe --write`")
     columns = {}
-    for path in paths:
+    for path in json_files(folder, "python -m gpukit probe --write"):
         record = read_support_file(path)
         for device in record["devices"]:
             columns[(path.stem, device)] = {op: cells[device] for op, cells in record["results"].items()}

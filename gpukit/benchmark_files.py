@@ -42,6 +42,8 @@ import math
 import re
 from pathlib import Path
 
+from .machine_files import file_name, json_files, read_checked
+
 __all__ = [
     "BENCHMARKS",
     "SCHEMA",
@@ -77,7 +79,6 @@ _RESULT = {"benchmark": "text", "device": "text", "dtype": "text", "size": "coun
            "median": "positive", "best": "positive", "time_unit": "text", "repeats": "count", "rate": "positive",
            "rate_unit": "text", "fraction_of_peak": "fraction?"}
 _KINDS = ("cpu", "cuda", "mps")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 class BenchmarkFileError(ValueError):
@@ -215,13 +216,6 @@ def validate_record(record, where: str = "the record") -> dict:
 
 
 # ------------------------------------------------------------------------------------------ files
-def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.")
-    if not slug or not _NAME.match(slug):
-        raise ValueError(f"cannot make a file name from {text!r}; use letters, digits, '.', '_' and '-'")
-    return slug
-
-
 def default_file_name(record: dict) -> str:
     """``<system>-<arch>-<device kinds>[-<first GPU>]-<date>``, e.g. ``linux-x86_64-cuda-h100-2026-05-01``."""
     import platform
@@ -230,7 +224,7 @@ def default_file_name(record: dict) -> str:
     gpu = next((entry["name"] for entry in record["devices"].values() if entry["kind"] == "cuda"), "")
     gpu_model = re.sub(r"^cuda:\d+ \(|,.*$|\)$", "", gpu).replace("NVIDIA", "").strip()
     parts = [platform.system(), platform.machine(), *kinds, gpu_model, record["date"]]
-    return _slug("-".join(part for part in parts if part))
+    return file_name("-".join(part for part in parts if part))
 
 
 def write_benchmark_file(record: dict, folder: str | Path | None = None, name: str | None = None) -> Path:
@@ -239,19 +233,14 @@ def write_benchmark_file(record: dict, folder: str | Path | None = None, name: s
     validate_record(record, "the new record")
     folder = Path(folder) if folder is not None else benchmark_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{_slug(name) if name else default_file_name(record)}.json"
+    path = folder / f"{file_name(name) if name else default_file_name(record)}.json"
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 
 def read_benchmark_file(path: str | Path) -> dict:
     """Read and check one machine's file; a malformed or partial file raises :class:`BenchmarkFileError`."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise BenchmarkFileError(f"{path.name}: not valid JSON ({error})") from error
-    return validate_record(record, path.name)
+    return read_checked(path, validate_record, BenchmarkFileError)
 
 
 def read_benchmark_folder(folder: str | Path | None = None) -> dict[str, dict]:
@@ -261,12 +250,7 @@ def read_benchmark_folder(folder: str | Path | None = None) -> dict[str, dict]:
     silently left out.
     """
     folder = Path(folder) if folder is not None else benchmark_folder()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no folder {folder}: run `python -m gpukit bench` to create it")
-    paths = sorted(folder.glob("*.json"))
-    if not paths:
-        raise FileNotFoundError(f"{folder} holds no .json files: run `python -m gpukit bench`")
-    return {path.name: read_benchmark_file(path) for path in paths}
+    return {path.name: read_benchmark_file(path) for path in json_files(folder, "python -m gpukit bench")}
 
 
 # ------------------------------------------------------------------------------------------ tables
