@@ -19,7 +19,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,8 @@ from pathlib import Path
 import yaml
 from booktoc import ROOT
 from netns import loopback_namespace_prefix
+
+from gpukit.distributed import free_port
 
 SITE = ROOT / "_build" / "site-test"
 HTML = SITE / "_build" / "html"
@@ -42,12 +43,6 @@ LAUNCH_BRANCH = "workshop-hub-test"
 REPOSITORY_PATH = "gpu-python/gpu-python"
 # Inside a loopback-only namespace nothing else listens, so the ports can be fixed before the servers exist.
 NAMESPACE_PORTS = {"hub": 8765, "git": 9418}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def current_test_run() -> str:

@@ -38,8 +38,10 @@ from hub_session import (
     serve_repository,
 )
 from netns import loopback_namespace_prefix
-from site_build import REPOSITORY_PATH, built_site, free_port
+from site_build import REPOSITORY_PATH, built_site
 from slurm_cluster import PARTITION, SlurmCluster, why_not_here
+
+from gpukit.distributed import free_port
 
 LESSONS = [doc for doc in toc_files() if doc.startswith("notebooks/")]
 # Run to the end in the user's kernel: the environment check, and a lesson that draws plots.
