@@ -2,18 +2,40 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-INSTALLED := $(VENV)/.installed
 BOOK_FLAGS := -W -n --keep-going --all
 PORT ?= 8000
+# GPU additions installed on top (requirements/<GPU>.txt, gpukit's extra of that name): empty for a CPU or a
+# Mac; cuda13 on an NVIDIA driver 580 or newer; cuda12 on an older one (525+), whose torch comes from
+# PyTorch's own wheel index. `python -m gpukit doctor --gpu` says which one a node needs.
+# Only a value on the command line counts: some clusters export a variable named GPU for their own use.
+ifneq ($(origin GPU),command line)
+GPU :=
+endif
+ifeq ($(filter-out cuda13 cuda12,$(GPU)),)
+else
+$(error GPU=$(GPU) is not one of: (empty), cuda13, cuda12)
+endif
+comma := ,
+GPU_EXTRA := $(if $(GPU),$(comma)$(GPU))
+LOCK := requirements/lock.txt
+REQUIREMENTS := pyproject.toml $(wildcard requirements/*.txt)
+# requirements/lock.txt pins every package for every platform (scripts/platforms.py resolves it). The CUDA 12
+# stack cannot use it: its torch comes from PyTorch's index, whose CUDA 12 libraries the lock cannot know.
+ifeq ($(GPU),cuda12)
+PIP_SOURCES := --extra-index-url https://download.pytorch.org/whl/cu129
+else
+PIP_SOURCES := -c $(LOCK)
+endif
 # jupyter-cache re-runs a notebook when its code changes, but it cannot see the code the notebooks import.
 # When gpukit or the pinned versions change, every cached output may be stale: drop the cache.
 EXECUTION_CACHE := _build/.jupyter_cache
 CACHE_MATCHES := _build/.cache-matches-gpukit
-# Kernels started by the build and the tests keep their state inside the project, not in $HOME.
+# Kernels started by the build and the tests keep their state inside the project, not in $HOME. The folders
+# are quoted wherever the shell sees them: the clone may sit in a folder whose name has spaces.
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
 
-.PHONY: setup system-packages state-dirs book serve test lint bench clean help
+.PHONY: setup state-dirs book serve test lint bench clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
@@ -21,31 +43,44 @@ help:
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lint   - ruff over the package, tests, _ext and scripts (120 columns) and the notebooks (88)"
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
+	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests)"
 	@echo "make clean  - remove _build (keeps .venv)"
 
-setup: system-packages $(INSTALLED)
+# What each command installs into .venv, as gpukit's extras: `make book` the lessons and the book build;
+# `make test` and `make setup` the tests too. A stamp per set, so each reinstalls only when its pins change.
+STAMP := $(if $(GPU),-$(GPU))
+setup: $(VENV)/.installed-test$(STAMP)
 
-# Runs on every make that sets up .venv: it only probes for commands, and calls apt-get when one is missing.
-system-packages:
-	@PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/system-packages.sh
+# The system tools each command needs, probed (apt-get only when one is missing; scripts/system-packages.sh):
+# the book needs Python's venv alone, the tests need Chromium, Slurm, munge, Node.js and the rest.
+system-packages-%:
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" bash scripts/system-packages.sh $*
+
+# $(call install,EXTRAS): create .venv if needed, install gpukit (editable) with those extras, touch the stamp.
+define install
+	@"$(PYTHON)" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (NumPy 2.4 and pandas 3 require it); run make with PYTHON=/path/to/python3.x")'
+	@test -x $(BIN)/python || "$(PYTHON)" -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check $(PIP_SOURCES) -e ".[$(1)]"
+	@touch $@
+endef
 
 # Order-only: creating .venv needs python3-venv first, but a run of the system step must not force a reinstall.
-$(INSTALLED): requirements.txt pyproject.toml | system-packages
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (NumPy 2.4 and pandas 3 require it); run make with PYTHON=/path/to/python3.x")'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -r requirements.txt -e .
-	@touch $@
+$(VENV)/.installed-book$(STAMP): $(REQUIREMENTS) | system-packages-book
+	$(call install,lessons$(comma)book$(GPU_EXTRA))
+
+$(VENV)/.installed-test$(STAMP): $(REQUIREMENTS) | system-packages-test
+	$(call install,lessons$(comma)book$(comma)test$(GPU_EXTRA))
 
 state-dirs:
-	@mkdir -p $(MPLCONFIGDIR) $(IPYTHONDIR)
+	@mkdir -p "$(MPLCONFIGDIR)" "$(IPYTHONDIR)"
 
-$(CACHE_MATCHES): $(wildcard gpukit/*.py) requirements.txt
-	@if [ -d $(EXECUTION_CACHE) ]; then echo "gpukit or requirements.txt changed: clearing the execution cache"; fi
+$(CACHE_MATCHES): $(wildcard gpukit/*.py) $(REQUIREMENTS)
+	@if [ -d $(EXECUTION_CACHE) ]; then echo "gpukit or the pinned requirements changed: clearing the execution cache"; fi
 	@rm -rf $(EXECUTION_CACHE)
 	@mkdir -p $(@D) && touch $@
 
-book: setup state-dirs $(CACHE_MATCHES)
+book: $(VENV)/.installed-book$(STAMP) state-dirs $(CACHE_MATCHES)
 	$(BIN)/python scripts/execute_notebooks.py
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo

@@ -17,20 +17,27 @@ from pathlib import Path
 
 import numpy as np
 
-# Import name -> the distribution pip installs it from, where the two differ.
+from .cuda_stacks import STACKS, torch_cuda_major
+
+# Import name -> the distribution pip installs it from, where the two differ (CuPy: see distribution_of).
 DISTRIBUTIONS = {
-    "cupy": "cupy-cuda12x",
     "myst_nb": "myst-nb",
     "sklearn": "scikit-learn",
 }
 
 
 def distribution_of(import_name: str) -> str:
+    """The distribution that provides ``import_name``. CuPy's wheel is named after the CUDA major it is built
+    for, which must be torch's (one CUDA stack per environment): cupy-cuda12x beside a CUDA 12 torch, else
+    cupy-cuda13x, the stack of PyPI's torch."""
+    if import_name == "cupy":
+        major = torch_cuda_major()
+        return f"cupy-cuda{major}x" if major else STACKS[0].cupy
     return DISTRIBUTIONS.get(import_name, import_name)
 
 
 # gpukit's extras, each read from a requirements file of the book (pyproject.toml's optional-dependencies).
-REQUIREMENT_FILES = {"book": "requirements.txt", "gpu": "requirements-gpu.txt"}
+REQUIREMENT_FILES = {extra: f"requirements/{extra}.txt" for extra in ("lessons", "book", "test", "cuda13", "cuda12")}
 
 
 def _gpukit_requirements() -> list[str]:
@@ -43,7 +50,7 @@ def _gpukit_requirements() -> list[str]:
 
 
 def _requirements_beside_gpukit(root: Path | None = None) -> list[str]:
-    """The extras' requirements as gpukit's metadata lists them (``'torch==2.13.0; extra == "book"'``), read
+    """The extras' requirements as gpukit's metadata lists them (``'torch==2.13.0; extra == "lessons"'``), read
     from the requirements files in ``root``, the folder that holds the gpukit package unless given; files
     that are not there add nothing."""
     root = Path(__file__).resolve().parents[1] if root is None else Path(root)
@@ -55,12 +62,17 @@ def _requirements_beside_gpukit(root: Path | None = None) -> list[str]:
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                found.append(f'{line}; extra == "{extra}"')
+                requirement, _, marker = line.partition(";")
+                marker = marker.strip()
+                # As setuptools writes the metadata: the file's marker and the extra's, parenthesised if needed.
+                marker = (f"({marker}) and " if " or " in marker else f"{marker} and ") if marker else ""
+                found.append(f'{requirement.strip()}; {marker}extra == "{extra}"')
     return found
 
 
 def pinned_requirements(extra: str) -> list[str]:
-    """Every pin of one of gpukit's extras: ``"book"`` (requirements.txt) or ``"gpu"`` (requirements-gpu.txt)."""
+    """Every pin of one of gpukit's extras (``"lessons"``, ``"book"``, ``"test"``, ``"cuda13"``, ``"cuda12"``: the
+    files requirements/<extra>.txt), without their environment markers."""
     marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
     return [r.split(";", 1)[0].strip() for r in _gpukit_requirements() if marker.search(r)]
 
@@ -68,17 +80,20 @@ def pinned_requirements(extra: str) -> list[str]:
 def pinned_requirement(distribution: str) -> str:
     """The book's pin for ``distribution`` (``"torch==2.13.0"``), else its bare name.
 
-    The pins are ``requirements.txt`` and ``requirements-gpu.txt``, which gpukit's own metadata carries as
-    its extras (``pyproject.toml`` reads them), so they are found the same way however gpukit was installed.
+    The pins are the files in ``requirements/``, which gpukit's own metadata carries as its extras
+    (``pyproject.toml`` reads them), so they are found the same way however gpukit was installed. Where two
+    extras pin the same distribution (torch in ``lessons`` and, as its CUDA 12 build, in ``cuda12``), the pin of
+    the extra listed first in ``REQUIREMENT_FILES`` is the one named.
     """
     if not isinstance(distribution, str) or not distribution.strip():
         raise ValueError(f"a distribution name such as 'jax' is needed, not {distribution!r}")
     wanted = re.sub(r"[-_.]+", "-", distribution).lower()
-    for requirement in _gpukit_requirements():
-        spec = requirement.split(";", 1)[0].strip()
-        name = re.split(r"[\[=<>!~ ]", spec, maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "-", name).lower() == wanted and "==" in spec:
-            return spec
+    # Metadata lists the extras in its own order (setuptools sorts them), so go through them in the files'.
+    for extra in REQUIREMENT_FILES:
+        for spec in pinned_requirements(extra):
+            name = re.split(r"[\[=<>!~ ]", spec, maxsplit=1)[0]
+            if re.sub(r"[-_.]+", "-", name).lower() == wanted and "==" in spec:
+                return spec
     return distribution
 
 

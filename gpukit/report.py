@@ -15,9 +15,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cuda_stacks
 from . import device as _device
 from .memory import device_memory, human_bytes
-from .optional import install_command, pinned_requirements
+from .optional import distribution_of, install_command
 from .paths import project_root
 
 # (import name, distribution name, what the book uses it for)
@@ -30,7 +31,8 @@ CORE_LIBRARIES = (
     ("threadpoolctl", "threadpoolctl", "controlling BLAS threads"),
     ("tqdm", "tqdm", "progress bars"),
 )
-GPU_LIBRARIES = (("cupy", "cupy-cuda12x", "the CuPy chapter (NVIDIA GPUs only)"),)
+# (import name, what the book uses it for); the distribution depends on the CUDA stack (optional.distribution_of).
+GPU_LIBRARIES = (("cupy", "the CuPy chapter (NVIDIA GPUs only)"),)
 
 OK, PROBLEM, NOTE = "ok", "problem", "note"
 
@@ -92,12 +94,13 @@ def library_version(import_name: str) -> str | None:
 
 
 def nvidia_smi_gpus() -> list[str] | None:
-    """GPU names and memory as ``nvidia-smi`` lists them; ``None`` when the command is absent or fails."""
+    """GPU name, memory and driver version as ``nvidia-smi`` lists them (``"NVIDIA A100-SXM4-40GB, 40960 MiB,
+    535.104.05"``); ``None`` when the command is absent or fails."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=20, check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
@@ -140,11 +143,35 @@ def _library_findings() -> list[Finding]:
     return findings
 
 
+def _driver_version(smi_gpus: list[str] | None) -> str | None:
+    """The driver version in nvidia-smi's lines (its third field), if they carry one."""
+    fields = [part.strip() for part in smi_gpus[0].split(",")] if smi_gpus else []
+    return fields[2] if len(fields) > 2 and fields[2][:1].isdigit() else None
+
+
+def _stack_finding(driver: str) -> Finding:
+    """Which CUDA stack this driver runs, and whether the installed torch is built for one it can run."""
+    stack = cuda_stacks.stack_for_driver(driver)
+    oldest = cuda_stacks.STACKS[-1]
+    if stack is None:
+        return Finding("CUDA stack", PROBLEM, f"driver {driver} is older than any stack the book installs needs",
+                       f"ask the cluster's admins for an NVIDIA driver {oldest.minimum_driver} or newer")
+    torch_major = cuda_stacks.torch_cuda_major()
+    if torch_major is not None and torch_major > stack.major:
+        return Finding("CUDA stack", PROBLEM,
+                       f"torch is built for CUDA {torch_major}, which driver {driver} cannot run; it runs {stack}",
+                       cuda_stacks.install_command(stack))
+    return Finding("CUDA stack", OK, f"driver {driver} runs {stack}")
+
+
 def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
     findings = []
     torch_version = library_version("torch")
     if smi_gpus:
         findings.append(Finding("nvidia-smi", OK, "; ".join(smi_gpus)))
+        driver = _driver_version(smi_gpus)
+        if driver:
+            findings.append(_stack_finding(driver))
     else:
         findings.append(Finding("nvidia-smi", NOTE, "no NVIDIA GPU visible (command absent or lists none)"))
 
@@ -156,10 +183,12 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
                 findings.append(Finding(f"torch cuda:{i}", OK, _device.describe_device(f"cuda:{i}")))
         elif smi_gpus:
             build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            driver = _driver_version(smi_gpus)
+            stack = (cuda_stacks.stack_for_driver(driver) if driver else None) or cuda_stacks.STACKS[0]
             findings.append(Finding(
                 "torch + GPU", PROBLEM,
                 f"nvidia-smi sees a GPU but torch ({build}) cannot use it",
-                install_command("torch").replace(" install ", " install --force-reinstall ", 1),
+                cuda_stacks.install_command(stack).replace(" install ", " install --force-reinstall ", 1),
             ))
         else:
             findings.append(Finding("torch cuda", NOTE, "no CUDA device (torch build: "
@@ -174,17 +203,19 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
 
         backend = jax.default_backend()
         if smi_gpus and backend == "cpu":
-            findings.append(Finding("jax", PROBLEM, "a GPU is visible but JAX runs on the CPU",
-                                    install_command(*pinned_requirements("gpu"))))
+            # The JAX build must match torch's CUDA (one stack per environment); with a CPU torch, PyPI's stack.
+            stack = cuda_stacks.stack_for_cuda(cuda_stacks.torch_cuda_major() or 0) or cuda_stacks.STACKS[0]
+            findings.append(Finding("jax", PROBLEM, f"a GPU is visible but JAX runs on the CPU; install {stack}",
+                                    cuda_stacks.install_command(stack)))
         else:
             findings.append(Finding("jax devices", OK if backend != "cpu" else NOTE,
                                     ", ".join(str(d) for d in jax.devices())))
 
-    for import_name, dist, purpose in GPU_LIBRARIES:
+    for import_name, purpose in GPU_LIBRARIES:
         version = library_version(import_name)
         if version is None:
             status = PROBLEM if smi_gpus else NOTE
-            fix = install_command(dist) if smi_gpus else None
+            fix = install_command(distribution_of(import_name)) if smi_gpus else None
             findings.append(Finding(import_name, status, f"not installed; used by {purpose}", fix))
         else:
             import cupy

@@ -37,7 +37,8 @@ def test_pins_come_from_gpukits_metadata():
     assert pinned_requirement("torch") == "torch==2.13.0"
     assert pinned_requirement("myst_nb").startswith("myst-nb==")  # names are compared as pip does
     assert pinned_requirement("not-a-package") == "not-a-package"
-    assert any(spec.startswith("cupy-cuda12x==") for spec in pinned_requirements("gpu"))
+    assert any(spec.startswith("cupy-cuda13x[ctk]==") for spec in pinned_requirements("cuda13"))
+    assert any(spec.startswith("cupy-cuda12x[ctk]==") for spec in pinned_requirements("cuda12"))
     with pytest.raises(ValueError, match="distribution name"):
         pinned_requirement("")
 
@@ -52,16 +53,36 @@ def test_without_gpukits_metadata_the_pins_come_from_the_requirements_files_besi
     monkeypatch.setattr(importlib.metadata, "requires", not_installed)
     assert optional._gpukit_requirements() == from_metadata  # the same strings, in the same order
     assert pinned_requirement("torch") == "torch==2.13.0"
-    assert any(spec.startswith("cupy-cuda12x==") for spec in pinned_requirements("gpu"))
+    assert any(spec.startswith("cupy-cuda12x[ctk]==") for spec in pinned_requirements("cuda12"))
 
 
 def test_requirements_files_are_read_as_the_metadata_lists_them(tmp_path):
     assert optional._requirements_beside_gpukit(tmp_path) == []  # no requirements files there
-    (tmp_path / "requirements.txt").write_text("# Book\n\nmyst-nb==1.4.0\n  # Lessons\ntorch==2.13.0\n")
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "book.txt").write_text("# Book\n\nmyst-nb==1.4.0\n  # Lessons\nsphinx==7.4.7\n")
     assert optional._requirements_beside_gpukit(tmp_path) == ['myst-nb==1.4.0; extra == "book"',
-                                                               'torch==2.13.0; extra == "book"']
-    (tmp_path / "requirements-gpu.txt").write_text("jax[cuda12]==0.10.2\n")
-    assert optional._requirements_beside_gpukit(tmp_path)[-1] == 'jax[cuda12]==0.10.2; extra == "gpu"'
+                                                               'sphinx==7.4.7; extra == "book"']
+    (tmp_path / "requirements" / "cuda12.txt").write_text('jax[cuda12]==0.10.2; sys_platform == "linux"\n'
+                                                          "a==1; sys_platform == 'linux' or sys_platform == 'win32'\n")
+    assert optional._requirements_beside_gpukit(tmp_path)[-2:] == [
+        'jax[cuda12]==0.10.2; sys_platform == "linux" and extra == "cuda12"',
+        "a==1; (sys_platform == 'linux' or sys_platform == 'win32') and extra == \"cuda12\""]
+
+
+def test_the_lessons_pin_wins_over_the_cuda12_build_of_the_same_distribution(monkeypatch):
+    monkeypatch.setattr(optional, "_gpukit_requirements", lambda: [
+        'torch==2.13.0+cu129; sys_platform == "linux" and extra == "cuda12"', 'torch==2.13.0; extra == "lessons"'])
+    assert pinned_requirement("torch") == "torch==2.13.0"
+
+
+def test_cupys_distribution_follows_torchs_cuda_major(monkeypatch):
+    """One CUDA stack per environment: the CuPy a hint names is built for the CUDA torch was built for."""
+    monkeypatch.setattr(optional, "torch_cuda_major", lambda: 12)
+    assert install_hint("cupy").endswith("'cupy-cuda12x[ctk]==14.2.0'")
+    monkeypatch.setattr(optional, "torch_cuda_major", lambda: 13)
+    assert install_hint("cupy").endswith("'cupy-cuda13x[ctk]==14.2.0'")
+    monkeypatch.setattr(optional, "torch_cuda_major", lambda: None)  # a CPU or MPS build: PyPI's stack
+    assert "cupy-cuda13x[ctk]==" in install_hint("cupy")
 
 
 def test_without_gpukits_metadata_the_bare_name_is_given(monkeypatch):
@@ -71,7 +92,6 @@ def test_without_gpukits_metadata_the_bare_name_is_given(monkeypatch):
 
 def test_install_commands_name_this_python_and_quote_extras():
     assert install_command("jax[cuda12]==0.10.2").endswith("-m pip install 'jax[cuda12]==0.10.2'")
-    assert "cupy-cuda12x==" in install_hint("cupy")
     with pytest.raises(ValueError, match="at least one"):
         install_command()
 

@@ -36,7 +36,24 @@ def test_gpu_seen_by_nvidia_smi_but_not_by_torch_is_flagged(monkeypatch):
     topics = {f.topic for f in result.problems}
     assert "torch + GPU" in topics
     (jax_problem,) = [f for f in result.problems if f.topic == "jax"]
-    assert "jax[cuda12]==" in jax_problem.fix and "cupy-cuda12x==" in jax_problem.fix
+    # This torch is a CPU build, so the fix is the stack of PyPI's torch: CUDA 13.
+    assert jax_problem.fix.endswith("-c requirements/lock.txt -e '.[lessons,cuda13]'")
+
+
+@pytest.mark.parametrize(("driver", "torch_cuda", "status", "says"), [
+    ("580.95.05", 13, rep.OK, "runs CUDA 13"),
+    ("550.54.15", 12, rep.OK, "runs CUDA 12"),
+    ("550.54.15", None, rep.OK, "runs CUDA 12"),  # a CPU torch: nothing to mismatch yet
+    ("535.104.05", 13, PROBLEM, "torch is built for CUDA 13, which driver 535.104.05 cannot run"),
+    ("470.82.01", 12, PROBLEM, "older than any stack"),
+])
+def test_the_driver_decides_which_cuda_stack_fits(monkeypatch, driver, torch_cuda, status, says):
+    monkeypatch.setattr(rep, "nvidia_smi_gpus", lambda: [f"NVIDIA A100-SXM4-40GB, 40960 MiB, {driver}"])
+    monkeypatch.setattr(rep.cuda_stacks, "torch_cuda_major", lambda: torch_cuda)
+    (stack,) = [f for f in environment_report().findings if f.topic == "CUDA stack"]
+    assert stack.status == status and says in stack.detail
+    if "torch is built" in says:  # the fix installs the CUDA 12 stack, from PyTorch's CUDA 12 index
+        assert "--extra-index-url https://download.pytorch.org/whl/cu129" in stack.fix and "cuda12]" in stack.fix
 
 
 def test_required_gpu_missing_is_reported_not_raised(monkeypatch):
@@ -50,7 +67,7 @@ def test_required_gpu_missing_is_reported_not_raised(monkeypatch):
 
 def test_pinned_requirement_reads_the_books_pins_from_gpukits_metadata():
     assert pinned_requirement("torch") == "torch==2.13.0"
-    assert pinned_requirement("cupy-cuda12x") == "cupy-cuda12x==14.2.0"
+    assert pinned_requirement("cupy-cuda12x") == "cupy-cuda12x[ctk]==14.2.0"
     assert pinned_requirement("not-a-package") == "not-a-package"
 
 

@@ -25,6 +25,8 @@ APT_LOG = "apt-get.log"
 
 
 def stub(path: Path, body: str = "exit 0") -> None:
+    if path.is_symlink():  # a link to a real tool: replace the link, never write through it into the system
+        path.unlink()
     path.write_text(f"#!/bin/sh\n{body}\n")
     path.chmod(0o755)
 
@@ -154,6 +156,54 @@ def test_as_root_it_updates_once_and_installs_only_what_is_missing(sandbox):
         "noninteractive update -qq",
         "noninteractive install -y -qq --no-install-recommends chromium iproute2",
     ]
+
+
+def without_test_tools(root: Path) -> None:
+    for command in PROBED:
+        (root / "bin" / command).unlink()
+
+
+def test_the_book_needs_none_of_the_test_tools(sandbox):
+    """`make book` runs the script with `book`: on a machine with none of the test tools it has nothing to do."""
+    without_test_tools(sandbox)
+    result = run(sandbox, "book")
+    assert result.returncode == 0 and result.stdout == result.stderr == "", result.stderr
+    assert run(sandbox, "--check", "book").returncode == 0
+    assert apt_calls(sandbox) == []
+    # The same machine running the tests is told what each missing tool is for.
+    result = run(sandbox, "--check", "test")
+    assert result.returncode != 0 and "chromium: tests/test_site.py opens every page" in result.stdout
+
+
+def test_the_book_builds_without_root_and_without_apt_get(sandbox):
+    """A cluster login node (no root, no sudo) and a Mac (no apt-get) build the book out of the box."""
+    require_setpriv_as_root()
+    without_test_tools(sandbox)
+    (sandbox / "bin" / "apt-get").unlink()
+    stub(sandbox / "bin" / "sudo", "exit 1")
+    result = run(sandbox, "book", user=NOBODY)
+    assert result.returncode == 0 and result.stdout == result.stderr == "", result.stderr
+    stub(sandbox / "bin" / "uname", "echo Darwin")  # macOS: not even Debian's venv package is asked for
+    result = run(sandbox, "book", user=NOBODY, VENV=str(sandbox / "no-venv-yet"), PYTHON=str(sandbox / "bin" / "sudo"))
+    assert result.returncode == 0 and result.stdout == result.stderr == "", result.stderr
+
+
+def test_the_book_asks_only_for_pythons_venv_when_it_must_create_one(sandbox):
+    require_setpriv_as_root()
+    without_test_tools(sandbox)
+    stub(sandbox / "bin" / "sudo", "exit 1")
+    no_ensurepip = sandbox / "bin" / "python-without-ensurepip"
+    stub(no_ensurepip, "exit 1")
+    result = run(sandbox, "book", user=NOBODY, PYTHON=str(no_ensurepip), VENV=str(sandbox / "no-venv-yet"))
+    output = (result.stdout + result.stderr).splitlines()
+    assert result.returncode != 0 and len(output) == 1, output
+    assert output[0].endswith("run: sudo apt-get install -y --no-install-recommends python3-venv "
+                              "(or, without root, SKIP_SYSTEM_PACKAGES=1 make ...)")
+
+
+def test_an_unknown_purpose_is_refused(sandbox):
+    result = run(sandbox, "docs")
+    assert result.returncode == 2 and "usage:" in result.stderr
 
 
 def test_skip_variable_warns_and_goes_on(sandbox):

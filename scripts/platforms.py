@@ -1,0 +1,246 @@
+"""What the book's requirements install on each platform it promises, asked of a real resolver (uv).
+
+pip can only resolve for the machine it runs on: it evaluates environment markers here, so it cannot say what
+a Mac or a GPU node would get. uv's ``pip compile --python-platform`` resolves for another platform against
+the package registry, in seconds. This script holds the platforms, Python versions and stacks the book
+promises, and is used three ways:
+
+    python scripts/platforms.py            print what each platform resolves to (one line per stack)
+    python scripts/platforms.py --lock     write requirements/lock.txt (every version, for every platform)
+    python scripts/platforms.py --check    exit 1 if requirements/lock.txt is not what the resolver gives
+
+``tests/test_platforms.py`` runs the same resolutions in ``make test``. Every resolution excludes files
+uploaded after the lock's date (``--exclude-newer``), so a new release upstream cannot change the answer.
+
+The stacks (requirements/*.txt are gpukit's extras of the same names):
+- ``lessons``: the lessons' kernel, on Linux x86_64 and aarch64 and on macOS 14+ on Apple silicon;
+- ``cuda13``: the lessons plus the CUDA 13 builds of JAX, CuPy and numba-cuda (Linux; driver 580+);
+- ``cuda12``: the lessons plus the CUDA 12 builds (Linux; driver 525+), whose torch comes from PyTorch's own
+  wheel index. That index is out of reach from the machines the tests run on, so the CUDA 12 stack is resolved
+  without torch (the rest must still be one CUDA 12 stack) and its torch pin is checked by name: the local
+  label must be a CUDA 12 build (``+cu12x``). For the same reason it has no lock: the lock's CUDA libraries
+  would be pinned without knowing the exact versions torch's wheel asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIREMENTS = ROOT / "requirements"
+LOCK = REQUIREMENTS / "lock.txt"
+# What the lock covers: everything pip installs for `make test`, plus the CUDA 13 additions. A lock is used as
+# pip's constraints (-c), which pin a package only if something asks for it, so one lock serves the CPU, MPS
+# and CUDA 13 installs alike.
+LOCKED_FILES = ("lessons.txt", "book.txt", "test.txt", "cuda13.txt")
+LOCK_COMMAND = "python scripts/platforms.py --lock"
+EXCLUDE_NEWER_LINE = "# Resolved from files uploaded before "
+PYTHONS = ("3.11", "3.12", "3.13")
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    uv_platform: str
+    linux: bool
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+PLATFORMS = (
+    Platform("linux-x86_64", "x86_64-manylinux_2_28", linux=True),
+    Platform("linux-aarch64", "aarch64-manylinux_2_28", linux=True),
+    # torch 2.13.0's wheels for Apple silicon need macOS 14: without the target uv assumes an older macOS.
+    Platform("macos-arm64", "aarch64-apple-darwin", linux=False, environment={"MACOSX_DEPLOYMENT_TARGET": "14.0"}),
+)
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    files: tuple[str, ...]
+    cuda: int | None  # the CUDA major every CUDA package must have; None: whatever torch brings, if any
+    linux_only: bool
+    torch_from_pytorch_index: bool = False
+
+    @property
+    def locked(self) -> bool:
+        return not self.torch_from_pytorch_index
+
+
+STACKS = (
+    Stack("lessons", ("lessons.txt",), cuda=None, linux_only=False),
+    Stack("cuda13", ("lessons.txt", "cuda13.txt"), cuda=13, linux_only=True),
+    Stack("cuda12", ("lessons.txt", "cuda12.txt"), cuda=12, linux_only=True, torch_from_pytorch_index=True),
+)
+
+
+def cases() -> list[tuple[Stack, Platform, str]]:
+    """Every (stack, platform, Python) the book promises."""
+    return [(stack, platform, python) for stack in STACKS for platform in PLATFORMS for python in PYTHONS
+            if platform.linux or not stack.linux_only]
+
+
+def requirement_lines(names: Iterable[str]) -> list[str]:
+    """The requirement lines of requirements/<name> files, comments and blank lines dropped."""
+    lines = []
+    for name in names:
+        for line in (REQUIREMENTS / name).read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def distribution(line: str) -> str:
+    """The normalised distribution name of a requirement line: 'cupy-cuda13x[ctk]==14.2.0; ...' -> 'cupy-cuda13x'."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\[=<>!~;\s]", line.strip(), maxsplit=1)[0]).lower()
+
+
+def torch_pin(stack: Stack) -> str:
+    """The last torch line of the stack's files: the one pip ends up honouring (the most specific)."""
+    return [line for line in requirement_lines(stack.files) if distribution(line) == "torch"][-1]
+
+
+def lock_date(lock: Path = LOCK) -> str:
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        if line.startswith(EXCLUDE_NEWER_LINE):
+            return line.removeprefix(EXCLUDE_NEWER_LINE).split()[0]
+    raise ValueError(f"{lock} does not say which date it was resolved at (a line starting {EXCLUDE_NEWER_LINE!r})")
+
+
+def uv(*args: str, environment: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    # Resolving for another Python needs no interpreter of it, but uv would first try to download one.
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", **(environment or {})}
+    return subprocess.run([sys.executable, "-m", "uv", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class ResolutionError(RuntimeError):
+    pass
+
+
+def resolve(stack: Stack, platform: Platform, python: str, exclude_newer: str) -> dict[str, str]:
+    """{distribution: version} that ``stack`` installs on ``platform`` under ``python``."""
+    lines = requirement_lines(stack.files)
+    if stack.torch_from_pytorch_index:
+        lines = [line for line in lines if distribution(line) != "torch"]
+    with tempfile.TemporaryDirectory(prefix="gpukit-resolve-") as folder:
+        inputs = Path(folder) / f"{stack.name}.in"
+        inputs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        args = ["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python-platform",
+                platform.uv_platform, "--python-version", python, "--exclude-newer", exclude_newer, str(inputs)]
+        if stack.locked:
+            args += ["--constraint", str(LOCK)]
+        done = uv(*args, environment=platform.environment)
+    if done.returncode != 0:
+        raise ResolutionError(f"{stack.name} on {platform.name} with Python {python} does not resolve:\n"
+                              f"{done.stderr.strip()}")
+    resolved = {}
+    for line in done.stdout.splitlines():
+        name, _, version = line.partition("==")
+        if version:
+            resolved[distribution(name)] = version.split(";")[0].strip()
+    return resolved
+
+
+# CUDA packages whose version is the CUDA toolkit's own (12.9.x, 13.0.x), so the major can be read from it.
+# Other CUDA libraries number themselves (cuFFT 12.0 ships with CUDA 13, cuDNN 9 with both).
+TOOLKIT_VERSIONED = {"cuda-toolkit", "cuda-bindings", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-nvcc",
+                     "nvidia-cuda-cupti", "nvidia-cuda-cccl", "nvidia-cuda-crt", "nvidia-nvjitlink", "nvidia-nvtx",
+                     "nvidia-nvvm", "nvidia-cublas"}
+CUDA_NAME = re.compile(r"-cu(\d+)$|^cupy-cuda(\d+)x$|^jax-cuda(\d+)-(?:plugin|pjrt)$")
+
+
+def cuda_majors(resolved: dict[str, str]) -> dict[str, int]:
+    """{distribution: CUDA major} for every resolved package that says which CUDA it is built for."""
+    majors = {}
+    for name, version in resolved.items():
+        match = CUDA_NAME.search(name)
+        if match:
+            majors[name] = int(next(group for group in match.groups() if group))
+        elif name.removesuffix("-cu12").removesuffix("-cu13") in TOOLKIT_VERSIONED:
+            majors[name] = int(version.split(".")[0])
+    return majors
+
+
+def describe(stack: Stack, resolved: dict[str, str]) -> str:
+    """One line: the versions a reader cares about, and the CUDA majors found."""
+    shown = [f"{name} {resolved[name]}" for name in ("torch", "jax", "jaxlib", "cupy-cuda13x", "cupy-cuda12x",
+                                                     "numba-cuda", "triton", "cuda-toolkit", "nvidia-cudnn-cu13",
+                                                     "nvidia-cudnn-cu12") if name in resolved]
+    if stack.torch_from_pytorch_index:
+        shown.insert(0, f"torch from PyTorch's index ({torch_pin(stack).split(';')[0].strip()})")
+    majors = sorted(set(cuda_majors(resolved).values()))
+    cuda = "CUDA " + "+".join(map(str, majors)) if majors else "no CUDA packages"
+    return f"{len(resolved)} packages, {cuda}: " + ", ".join(shown)
+
+
+def registry_problem() -> str | None:
+    """Why the package registry cannot be reached from here, or None when it can."""
+    index = os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple"
+    try:
+        with urllib.request.urlopen(index.rstrip("/") + "/uv/", timeout=15):
+            return None
+    except (urllib.error.URLError, OSError) as error:
+        return f"the package registry {index} cannot be reached from here ({error})"
+
+
+def compile_lock(exclude_newer: str) -> str:
+    """The lock's text as the resolver gives it for ``exclude_newer`` (a date, YYYY-MM-DD)."""
+    done = uv("pip", "compile", "--quiet", "--universal", "--python-version", PYTHONS[0], "--exclude-newer",
+              exclude_newer, "--custom-compile-command", LOCK_COMMAND,
+              *(f"requirements/{name}" for name in LOCKED_FILES))
+    if done.returncode != 0:
+        raise ResolutionError(f"the lock does not resolve:\n{done.stderr.strip()}")
+    header, _, body = done.stdout.partition("\n#    " + LOCK_COMMAND + "\n")
+    return (f"{header}\n#    {LOCK_COMMAND}\n"
+            f"{EXCLUDE_NEWER_LINE}{exclude_newer} (uv's --exclude-newer), for Python {PYTHONS[0]} and newer\n"
+            f"# on every platform. pip takes it as constraints: python -m pip install -c requirements/lock.txt ...\n"
+            f"{body}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--lock", action="store_true", help="write requirements/lock.txt, resolved as of today")
+    what.add_argument("--check", action="store_true", help="fail if requirements/lock.txt is out of date")
+    args = parser.parse_args(argv)
+    problem = registry_problem()
+    if problem:
+        print(f"Cannot resolve: {problem}", file=sys.stderr)
+        return 2
+    if args.lock:
+        LOCK.write_text(compile_lock(datetime.date.today().isoformat()), encoding="utf-8")
+        print(f"wrote {LOCK.relative_to(ROOT)}")
+        return 0
+    date = lock_date()
+    if args.check:
+        fresh = compile_lock(date)
+        if fresh != LOCK.read_text(encoding="utf-8"):
+            print(f"requirements/lock.txt differs from what the requirements resolve to: run {LOCK_COMMAND}",
+                  file=sys.stderr)
+            return 1
+        print("requirements/lock.txt is what the requirements resolve to")
+        return 0
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        everything = list(cases())
+        results = pool.map(lambda case: resolve(*case, exclude_newer=date), everything)
+        for (stack, platform, python), resolved in zip(everything, results, strict=True):
+            print(f"{stack.name:8} {platform.name:14} Python {python}: {describe(stack, resolved)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
