@@ -1,6 +1,17 @@
 # The book's commands. `make book` and `make test` are all a newcomer needs; both set up .venv first.
 PYTHON ?= python3
+# torch.compile and torch's extension builder hand torch's own folder to the compiler unquoted, so the Python
+# environment must sit at a path without spaces, quotes or other shell syntax. Where the clone's path is plain
+# that is .venv inside it; elsewhere ("~/GPU Workshop/gpu-python") a private folder of the user's cache named
+# after the clone, with .venv a link to it (activating .venv/bin/activate or running its commands works).
+PLAIN_PATH := '^[A-Za-z0-9_./+@-]+$$'
+CLONE_ID := $(shell pwd | cksum | cut -d' ' -f1)
+ifeq ($(shell pwd | LC_ALL=C grep -qE $(PLAIN_PATH) && echo yes),yes)
 VENV := .venv
+else
+VENV := $(shell d="$${XDG_CACHE_HOME:-$$HOME/.cache}/gpukit/venv-$(CLONE_ID)"; \
+	printf '%s' "$$d" | LC_ALL=C grep -qE $(PLAIN_PATH) && echo "$$d" || echo /tmp/gpukit-venv-$(CLONE_ID))
+endif
 BIN := $(VENV)/bin
 BOOK_FLAGS := -W -n --keep-going --all
 PORT ?= 8000
@@ -61,6 +72,9 @@ system-packages-%:
 define install
 	@"$(PYTHON)" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (NumPy 2.4 and pandas 3 require it); run make with PYTHON=/path/to/python3.x")'
 	@test -x $(BIN)/python || "$(PYTHON)" -m venv $(VENV)
+	@if [ "$(VENV)" = .venv ]; then :; elif [ -L .venv ] || [ ! -e .venv ]; then ln -sfn "$(VENV)" .venv && \
+		echo "This folder's path has spaces or quotes, which torch's compilers cannot take: the environment is $(VENV) (.venv links to it)"; \
+	else echo "This folder's path has spaces or quotes: the book uses the environment $(VENV), not the .venv folder here"; fi
 	$(BIN)/python -m pip install --disable-pip-version-check $(PIP_SOURCES) -e ".[$(1)]"
 	@touch $@
 endef

@@ -4,7 +4,9 @@ TorchInductor, the compiler behind ``torch.compile``, writes generated C++ or Tr
 libraries and its graph cache under ``TORCHINDUCTOR_CACHE_DIR``, by default a folder in the system's
 temporary directory (``/tmp/torchinductor_<user>``), which a cluster may wipe between jobs and which lies
 outside the project. :func:`use_inductor_cache` points it at ``<repo>/_build/cache/inductor`` instead
-(:func:`gpukit.paths.state_dir`). Call it before the first compilation: inductor reads the variable when it
+(:func:`gpukit.paths.build_dir`; where the project's path has a space, which inductor's C++ compile command
+would split, a short private folder under the temporary directory). Call it before the first compilation:
+inductor reads the variable when it
 first needs its cache and fills in its default otherwise. A folder that someone chose on purpose (the
 variable set to anything but inductor's default, e.g. by a job script) is kept.
 
@@ -21,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import state_dir
+from .paths import build_dir
 
 __all__ = ["INDUCTOR_CACHE_ENV", "CompileCache", "inductor_default_cache_dir", "use_inductor_cache"]
 
@@ -65,7 +67,8 @@ def _count_files(path: Path) -> int:
 
 
 def use_inductor_cache(name: str = "inductor") -> CompileCache:
-    """Point ``torch.compile``'s cache at ``<repo>/_build/cache/<name>``, unless a folder was chosen already.
+    """Point ``torch.compile``'s cache at ``<repo>/_build/cache/<name>`` (:func:`gpukit.paths.build_dir`), unless a
+    folder was chosen already.
 
     A ``TORCHINDUCTOR_CACHE_DIR`` set to anything other than inductor's own default is respected (a job
     script or the reader chose it); an unset variable, or inductor's default, is replaced. Returns where
@@ -78,7 +81,7 @@ def use_inductor_cache(name: str = "inductor") -> CompileCache:
         path.mkdir(parents=True, exist_ok=True)
         chosen_by = f"{INDUCTOR_CACHE_ENV}, set before this run"
     else:
-        path = state_dir(name)
+        path = build_dir(name)
         os.environ[INDUCTOR_CACHE_ENV] = str(path)
         chosen_by = "gpukit"
     return CompileCache(path=path, chosen_by=chosen_by, files_before=_count_files(path))

@@ -5,13 +5,18 @@
   kernels a lesson starts, never the home folder;
 - :func:`socket_dir` is a short folder under the system's temporary directory, one per project, for tools
   that put Unix sockets under their state folder (Ray, later Slurm's munge and Jupyter). A Unix socket's path
-  may not exceed 107 bytes on Linux (103 on macOS), and a clone in a deep folder would pass that limit.
+  may not exceed 107 bytes on Linux (103 on macOS), and a clone in a deep folder would pass that limit;
+- :func:`build_dir` is :func:`state_dir` where the project's path is plain, and a private folder beside the
+  sockets where it is not: compilers driven through command lines that split at spaces (torch.compile's
+  C++ compile command, the ninja file of torch's extension builder) cannot work in a folder such as
+  ``~/GPU Workshop/gpu-python``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,6 +24,9 @@ ROOT_ENV = "GPUKIT_PROJECT_ROOT"
 _ROOT_MARKERS = ("_toc.yml", "_config.yml")
 # The longest path Linux accepts for a Unix socket (sun_path holds 108 bytes with the final NUL).
 UNIX_SOCKET_PATH_MAX = 107
+# What a path may hold for a build tool to take it unquoted: no spaces, quotes, `$`, `:`, `#` or other
+# characters a shell, a compiler's command line or a ninja file would read as syntax.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+@-]+")
 
 
 def project_root() -> Path:
@@ -53,13 +61,11 @@ def state_dir(name: str) -> Path:
     return path
 
 
-def socket_dir(name: str) -> Path:
-    """A short folder for ``name``'s Unix sockets, created if needed, private to this user.
-
-    It is ``<tmp>/gpukit-<12 hex digits of the project's path>/<name>``: the same for every process of one
-    clone, different between clones, and about 40 characters long wherever the clone lives. The user is not
-    part of the name: inside a user namespace (``unshare -r``, as the tests run Ray) every user is root.
-    """
+def _private_dir(name: str) -> Path:
+    """``<tmp>/gpukit-<12 hex digits of the project's path>/<name>``, created if needed, private to this user:
+    the same for every process of one clone, different between clones, about 40 characters long wherever the
+    clone lives. The user is not part of the name: inside a user namespace (``unshare -r``, as the tests run
+    Ray) every user is root."""
     name = _plain_name(name)
     digest = hashlib.sha256(str(project_root()).encode()).hexdigest()[:12]
     base = Path(tempfile.gettempdir()) / f"gpukit-{digest}"
@@ -67,3 +73,28 @@ def socket_dir(name: str) -> Path:
     path = base / name
     path.mkdir(exist_ok=True)
     return path
+
+
+def socket_dir(name: str) -> Path:
+    """A short folder for ``name``'s Unix sockets, created if needed, private to this user (see
+    :func:`_private_dir`)."""
+    return _private_dir(name)
+
+
+def is_plain_path(path: Path | str) -> bool:
+    """True when every build tool the book drives takes ``path`` as it is, unquoted."""
+    return bool(_PLAIN_PATH.fullmatch(str(path)))
+
+
+def build_dir(name: str) -> Path:
+    """Where a compiler keeps ``name``'s builds: :func:`state_dir` (``<repo>/_build/cache/<name>``) if that
+    path is plain (:func:`is_plain_path`), else the private folder ``<tmp>/gpukit-<hash>/<name>`` of
+    :func:`socket_dir`, whose path is plain wherever the clone lives."""
+    path = state_dir(name)
+    if is_plain_path(path):
+        return path
+    fallback = _private_dir(name)
+    if not is_plain_path(fallback):
+        raise RuntimeError(f"neither {path} nor {fallback} is a path build tools take unquoted; set TMPDIR to a "
+                           "folder whose path has no spaces or quotes")
+    return fallback

@@ -76,8 +76,29 @@ def test_compile_cache_states_itself():
                           "empty, so the first compilation starts from scratch")
 
 
-def test_torch_compile_writes_into_the_chosen_folder(tmp_path):
-    """A real compilation, in a fresh process so that this process's inductor state is untouched."""
+def test_a_project_path_with_a_space_gets_a_plain_private_cache(project_with_a_space):
+    cache = use_inductor_cache()
+    assert " " not in str(cache.path) and cache.path.is_dir()
+    assert cache.path == paths.socket_dir("inductor")  # the clone's private folder under the temporary directory
+
+
+@pytest.fixture
+def project_with_a_space(monkeypatch, tmp_path):
+    """A project in a folder whose name has spaces, as laptops have ("GPU Workshop"); its private folder under
+    the temporary directory is removed afterwards."""
+    root = tmp_path / "GPU Workshop" / "gpu python"
+    root.mkdir(parents=True)
+    monkeypatch.setenv(paths.ROOT_ENV, str(root))
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
+    yield root
+    import shutil
+
+    shutil.rmtree(paths.socket_dir("inductor").parent, ignore_errors=True)
+
+
+def test_torch_compile_writes_into_the_chosen_folder(project_with_a_space):
+    """A real compilation, in a fresh process so that this process's inductor state is untouched, for a project
+    whose path has spaces: inductor's C++ compile command would split a cache path at them."""
     import subprocess
     import sys
     import textwrap
@@ -91,10 +112,9 @@ def test_torch_compile_writes_into_the_chosen_folder(tmp_path):
         torch.testing.assert_close(f(x), torch.exp(x) + 3 * torch.sin(x))
         print(cache.path)
     """)
-    env = {**os.environ, paths.ROOT_ENV: str(tmp_path)}
-    env.pop(INDUCTOR_CACHE_ENV, None)
+    env = dict(os.environ)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    folder = tmp_path.resolve() / "_build" / "cache" / "inductor"
-    assert done.stdout.strip().endswith(str(folder))
+    folder = paths.socket_dir("inductor")
+    assert done.stdout.strip() == str(folder)
     assert any(item.is_file() for item in folder.rglob("*")), "inductor wrote nothing into the project's cache"

@@ -85,3 +85,20 @@ def test_socket_dir_differs_between_clones_and_is_stable(monkeypatch, tmp_path, 
 def test_socket_dir_rejects_bad_names(bad):
     with pytest.raises(ValueError, match="plain folder name"):
         socket_dir(bad)
+
+
+@pytest.mark.parametrize("folder", ["GPU Workshop", "My Drive", "it's", "a$b", "c:d", "e#f"])
+def test_build_dir_leaves_a_path_build_tools_would_split(monkeypatch, tmp_path, remove_socket_dirs, folder):
+    root = tmp_path / folder / "gpu-python"
+    root.mkdir(parents=True)
+    monkeypatch.setenv(paths.ROOT_ENV, str(root))
+    built = paths.build_dir("torch_extensions")
+    remove_socket_dirs.append(built)
+    assert built == socket_dir("torch_extensions") and paths.is_plain_path(built)
+
+
+def test_build_dir_is_the_state_dir_where_the_path_is_plain(monkeypatch, tmp_path):
+    root = tmp_path / "gpu-python_2.0+x@y"
+    root.mkdir()
+    monkeypatch.setenv(paths.ROOT_ENV, str(root))
+    assert paths.build_dir("inductor") == root / "_build" / "cache" / "inductor"

@@ -121,9 +121,20 @@ def test_the_repositorys_notebooks_pass_the_check():
 
 
 # ------------------------------------------------------------------------------------------ what the cell does
+# Not passed to the child Pythons: a PYTHONPATH could lead them to gpukit, and the GPU runner's request for a
+# GPU (GPUKIT_REQUIRE_GPU=1, GPUKIT_DEVICE) cannot be met by an environment that has no torch at all.
+NOT_INHERITED = ("PYTHONPATH", "GPUKIT_REQUIRE_GPU", "GPUKIT_DEVICE")
+
+
 def environment():
-    """The tests' environment without a PYTHONPATH that could lead a child Python to gpukit."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """The tests' environment, less what NOT_INHERITED names."""
+    return {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+
+
+def test_a_gpu_runners_request_for_a_gpu_does_not_reach_the_torchless_children(monkeypatch):
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    monkeypatch.setenv("GPUKIT_DEVICE", "cuda")
+    assert not {"GPUKIT_REQUIRE_GPU", "GPUKIT_DEVICE"} & environment().keys()
 
 
 def make_venv(folder: Path, with_pip: bool) -> Path:

@@ -10,6 +10,7 @@ skipped, as in the book build.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 
@@ -17,9 +18,27 @@ import nbformat
 import pytest
 from booktoc import ROOT
 from nbclient import NotebookClient
+from packaging.requirements import Requirement
 
-HIDDEN = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
-          "triton", "threadpoolctl", "tqdm", "array_api_compat")
+OPTIONAL = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
+            "triton", "threadpoolctl", "tqdm", "array_api_compat")
+
+
+def required_by_torch(requirements: list[str] | None = None) -> set[str]:
+    """Import names of what the installed torch itself requires on this machine. PyPI's CUDA build of torch
+    requires triton on Linux, and torch.compile generates its GPU code with it: a kernel with that torch always
+    has triton, so hiding it would fail the compile cells on a GPU node for a kernel nobody can have."""
+    if requirements is None:
+        requirements = importlib.metadata.requires("torch") or []
+    names = set()
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            names.add(re.sub(r"[-.]+", "_", requirement.name).lower())
+    return names
+
+
+HIDDEN = tuple(name for name in OPTIONAL if name not in required_by_torch())
 # Besides its optional_import skips, what a lesson must say in such a kernel, where it is not a skip.
 EXTRA_LINES = {
     "01-cpu-vs-gpu.ipynb": ["No progress bar: tqdm is not installed"],
@@ -79,6 +98,13 @@ def expected_lines(path) -> list[str]:
     wanted = sorted({name for name in re.findall(r'optional_import\(\s*"([\w.]+)"', code)
                      if name.split(".")[0] in HIDDEN})
     return [f"Skipped: {name} is not installed" for name in wanted] + EXTRA_LINES.get(path.name, [])
+
+
+def test_what_torch_itself_requires_is_not_hidden():
+    cuda_torch = ['triton==3.7.1; platform_system == "Linux"', "filelock", 'optree>=0.13.0; extra == "optree"',
+                  'nvidia-cudnn-cu13==9.20.0.48; platform_system == "Never"']
+    assert required_by_torch(cuda_torch) == {"triton", "filelock"}
+    assert "triton" in HIDDEN or "triton" in required_by_torch()
 
 
 def test_the_expected_skips_are_found_in_the_lessons():
