@@ -61,17 +61,17 @@ def state_dir(name: str) -> Path:
     return path
 
 
-def _private_dir(name: str) -> Path:
-    """``<tmp>/gpukit-<12 hex digits of the project's path>/<name>``, created if needed, private to this user:
-    the same for every process of one clone, different between clones, about 40 characters long wherever the
-    clone lives. The user is not part of the name: inside a user namespace (``unshare -r``, as the tests run
-    Ray) every user is root."""
-    name = _plain_name(name)
+def _private_dir(*names: str) -> Path:
+    """``<tmp>/gpukit-<12 hex digits of the project's path>/<names...>``, created if needed, private to this
+    user: the same for every process of one clone, different between clones, about 40 characters long
+    wherever the clone lives. The user is not part of the name: inside a user namespace (``unshare -r``, as
+    the tests run Ray) every user is root."""
+    names = [_plain_name(name) for name in names]
     digest = hashlib.sha256(str(project_root()).encode()).hexdigest()[:12]
     base = Path(tempfile.gettempdir()) / f"gpukit-{digest}"
     base.mkdir(mode=0o700, exist_ok=True)
-    path = base / name
-    path.mkdir(exist_ok=True)
+    path = base.joinpath(*names)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -88,12 +88,12 @@ def is_plain_path(path: Path | str) -> bool:
 
 def build_dir(name: str) -> Path:
     """Where a compiler keeps ``name``'s builds: :func:`state_dir` (``<repo>/_build/cache/<name>``) if that
-    path is plain (:func:`is_plain_path`), else the private folder ``<tmp>/gpukit-<hash>/<name>`` of
-    :func:`socket_dir`, whose path is plain wherever the clone lives."""
+    path is plain (:func:`is_plain_path`), else ``<tmp>/gpukit-<hash>/build/<name>``, beside the clone's socket
+    folders, whose path is plain wherever the clone lives."""
     path = state_dir(name)
     if is_plain_path(path):
         return path
-    fallback = _private_dir(name)
+    fallback = _private_dir("build", name)
     if not is_plain_path(fallback):
         raise RuntimeError(f"neither {path} nor {fallback} is a path build tools take unquoted; set TMPDIR to a "
                            "folder whose path has no spaces or quotes")

@@ -85,9 +85,15 @@ gpu_python_host_ip() {
     fi
 }
 
-# A folder for this job's files inside the project: _build/cache/slurm/<job id>.
+# A folder for this job's files inside the project: _build/cache/slurm/<job id>. Some tools write such a
+# path into a file that cannot hold spaces (dask-jobqueue's #SBATCH lines), so where the project's path has
+# spaces or quotes the folder is in your cache folder instead, which the nodes share like the home folder.
 gpu_python_job_dir() {
-    local dir="$PWD/_build/cache/slurm/${SLURM_JOB_ID:-$$}"
+    local base="$PWD/_build/cache/slurm"
+    if ! printf '%s' "$base" | LC_ALL=C grep -qE '^[A-Za-z0-9_./+@-]+$'; then
+        base="${XDG_CACHE_HOME:-$HOME/.cache}/gpu-python/slurm"
+    fi
+    local dir="$base/${SLURM_JOB_ID:-$$}"
     mkdir -p "$dir"
     echo "$dir"
 }

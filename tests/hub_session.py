@@ -35,9 +35,11 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # gpukit, when this file runs as a script
 
-from gpukit.paths import state_dir  # noqa: E402
+from gpukit.paths import build_dir  # noqa: E402
 
-STATE = state_dir("jupyterhub-test")
+# _build/cache/jupyterhub-test, or a private folder where the clone's path has spaces: the user environment's
+# commands name their Python in a #! line, which cannot hold a space.
+STATE = build_dir("jupyterhub-test")
 NODE_PREFIX = STATE / "node"
 CHP_VERSION = "5.3.0"
 CHP = NODE_PREFIX / "node_modules" / ".bin" / "configurable-http-proxy"

@@ -1,9 +1,11 @@
 """A real one-node Slurm cluster for the tests, on 127.0.0.1, inside a loopback-only network namespace.
 
 Debian's packages (slurmctld, slurmd, slurm-client, munge; installed by scripts/system-packages.sh) run the
-daemons as root without systemd. Everything they write lives in the project (``_build/cache/slurm-test``),
-except the Unix sockets (munge's, and those slurmd makes in its spool folder), which need a short path:
-:func:`gpukit.paths.socket_dir`. The daemons are stopped by the pids in their pid files.
+daemons as root without systemd. Everything they write lives in the project (``_build/cache/slurm-test``;
+slurm.conf cannot hold a path with a space, so in a clone whose path has one, a private folder:
+:func:`gpukit.paths.build_dir`), except the Unix sockets (munge's, and those slurmd makes in its spool
+folder), which need a short path: :func:`gpukit.paths.socket_dir`. The daemons are stopped by the pids in
+their pid files.
 
 All of it runs inside one network namespace in which only the loopback interface is up (a holder process
 keeps the namespace alive, the daemons and every client command are entered into it with ``nsenter``):
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from netns import loopback_namespace_prefix
 
-from gpukit.paths import socket_dir, state_dir
+from gpukit.paths import build_dir, socket_dir
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "nsenter")
 PARTITION = "gpu"  # not the default partition: jobs must name it, as the site file arranges
@@ -89,7 +91,7 @@ class SlurmCluster:
     namespace with ``SLURM_CONF`` pointing at it."""
 
     def __init__(self, name: str = "slurm-test"):
-        self.state = state_dir(name)
+        self.state = build_dir(name)
         self.short = socket_dir(name)
         self.spool = self.short / "spool"
         self.munge_socket = self.short / "munge.sock"

@@ -79,7 +79,7 @@ def test_compile_cache_states_itself():
 def test_a_project_path_with_a_space_gets_a_plain_private_cache(project_with_a_space):
     cache = use_inductor_cache()
     assert " " not in str(cache.path) and cache.path.is_dir()
-    assert cache.path == paths.socket_dir("inductor")  # the clone's private folder under the temporary directory
+    assert cache.path == paths.socket_dir("build") / "inductor"  # the clone's private folder under /tmp
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def project_with_a_space(monkeypatch, tmp_path):
     yield root
     import shutil
 
-    shutil.rmtree(paths.socket_dir("inductor").parent, ignore_errors=True)
+    shutil.rmtree(paths.socket_dir("build").parent, ignore_errors=True)
 
 
 def test_torch_compile_writes_into_the_chosen_folder(project_with_a_space):
@@ -115,6 +115,6 @@ def test_torch_compile_writes_into_the_chosen_folder(project_with_a_space):
     env = dict(os.environ)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    folder = paths.socket_dir("inductor")
+    folder = paths.socket_dir("build") / "inductor"
     assert done.stdout.strip() == str(folder)
     assert any(item.is_file() for item in folder.rglob("*")), "inductor wrote nothing into the project's cache"

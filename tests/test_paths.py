@@ -93,8 +93,8 @@ def test_build_dir_leaves_a_path_build_tools_would_split(monkeypatch, tmp_path, 
     root.mkdir(parents=True)
     monkeypatch.setenv(paths.ROOT_ENV, str(root))
     built = paths.build_dir("torch_extensions")
-    remove_socket_dirs.append(built)
-    assert built == socket_dir("torch_extensions") and paths.is_plain_path(built)
+    remove_socket_dirs.append(built.parent)
+    assert built == socket_dir("build") / "torch_extensions" and paths.is_plain_path(built)
 
 
 def test_build_dir_is_the_state_dir_where_the_path_is_plain(monkeypatch, tmp_path):

@@ -21,6 +21,7 @@ What the run proves, and what it does not:
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -86,11 +87,11 @@ def test_templates_are_clean_under_shellcheck():
 
 def test_site_file_turns_partition_and_account_into_sbatch_variables():
     env = {"PATH": os.environ["PATH"], "GPU_PYTHON_PARTITION": "gpu-long", "GPU_PYTHON_ACCOUNT": "proj42"}
-    done = subprocess.run(["bash", "-c", f"set -euo pipefail; source {SITE}; "
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail; source {shlex.quote(str(SITE))}; "
                            'echo "$SBATCH_PARTITION $SBATCH_ACCOUNT $SALLOC_PARTITION $GPU_PYTHON_BENCH_COMMAND"'],
                           env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["gpu-long", "proj42", "gpu-long", "python", "-m", "gpukit", "bench"]
-    unset = subprocess.run(["bash", "-c", f"set -u; source {SITE}; echo ${{SBATCH_PARTITION-unset}}"],
+    unset = subprocess.run(["bash", "-c", f"set -u; source {shlex.quote(str(SITE))}; echo ${{SBATCH_PARTITION-unset}}"],
                            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
     assert unset.stdout.strip() == "unset", "with no partition in the site file, sbatch must use its default"
 
