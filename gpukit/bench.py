@@ -10,7 +10,9 @@ On each device present (:func:`gpukit.available_devices`) it times, with :func:`
 
 The record (schema in :mod:`gpukit.benchmark_files`) names the machine, its CPU, clocks where readable,
 library, CUDA and driver versions, the command and the date, and gives each result's rate with its unit
-and its fraction of the device's peak where the peak is known: a published figure for a known NVIDIA GPU;
+and its fraction of the device's peak where the peak is known: a published figure for a known NVIDIA GPU
+(for matrix products the matmul peak, which in float64 is the FP64 tensor-core figure where the GPU has
+FP64 tensor cores);
 for the CPU the estimate of :func:`gpukit.hardware.estimate_cpu_peak`, or the best rate measured where that
 beat the estimate (:func:`gpukit.hardware.practical_ceiling`), and the measured copy bandwidth for memory.
 ``--quick`` uses small sizes and few repeats (a few seconds) for tests, and writes its file under
@@ -268,12 +270,18 @@ def _peaks(device: str, results: list[dict]) -> dict:
         import torch
 
         name = torch.cuda.get_device_name(device)
+        units = []
         for dtype in ("float32", "float64"):
-            peak = gpu_peak(name, dtype)
+            # The FLOP/s peaks of a record are those of matrix products, the only FLOP-counted benchmark:
+            # for float64 on a GPU with FP64 tensor cores that is the tensor-core figure, not the vector one.
+            peak = gpu_peak(name, dtype, operation="matmul")
             if peak is not None:
                 peaks[f"{dtype}_flop_s"] = peak.flops_per_s
                 peaks["memory_bytes_per_s"] = peak.bytes_per_s
                 peaks["source"] = f"published: {peak.source}"
+                units.append(f"{dtype} matmul on {peak.units}")
+        if peaks["source"]:
+            peaks["source"] += f" (FLOP/s peaks: {', '.join(units)})"
         peaks["source"] = peaks["source"] or f"unknown: no row of gpukit/data/hardware-peaks.csv matches {name!r}"
     elif device == "cpu":
         sources = []

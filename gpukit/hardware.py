@@ -1,7 +1,11 @@
 """What the hardware could do at best: peak FLOP/s and memory bandwidth, to compare measurements against.
 
 For NVIDIA GPUs the peaks are the vendor's published figures (``gpukit/data/hardware-peaks.csv``, shipped
-inside the package, with the datasheet named in its ``source`` column), matched by device name. For the
+inside the package, with the datasheet named in its ``source`` column), matched by device name. A GPU can
+have two arithmetic peaks for one dtype: the A100, H100, H200 and GH200 have FP64 tensor cores, which do
+float64 matrix products at twice their vector FP64 rate, while elementwise work runs on the vector units. So
+every peak is asked for an ``operation``, ``"matmul"`` or ``"elementwise"`` (:data:`OPERATIONS`), and a
+fraction of peak is only computed against the peak of the same kind of work. For the
 CPU there is no such table, so :func:`estimate_cpu_peak` estimates the arithmetic peak (cores x clock x
 FLOPs per cycle implied by the SIMD flags) and :func:`copy_bandwidth` measures a bandwidth ceiling with a
 large copy. Both are estimates, and say how they were made; :func:`practical_ceiling` says what to do when
@@ -40,8 +44,10 @@ _SIMD = (  # (flag, name, float32 lanes, flops per lane per instruction)
 )
 VECTOR_UNITS = 2
 _DTYPES = {"float32": 1, "float64": 2}  # divisor of the float32 lane count
-_PEAK_COLUMNS = ("device", "match", "fp32_tflop_s", "fp64_tflop_s", "memory_gb_s", "source")
-_NUMBER_COLUMNS = ("fp32_tflop_s", "fp64_tflop_s", "memory_gb_s")
+# "matmul": matrix products (cuBLAS and the CPU's BLAS); "elementwise": everything else, on the vector units.
+OPERATIONS = ("matmul", "elementwise")
+_PEAK_COLUMNS = ("device", "match", "fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "memory_gb_s", "source")
+_NUMBER_COLUMNS = ("fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "memory_gb_s")
 _FIGURES_COLUMNS = ("source", "hardware", "work", "cpu", "gpu", "speed-up as published")
 
 
@@ -52,8 +58,9 @@ def data_file(name: str) -> Traversable:
 
 @dataclass(frozen=True)
 class Peak:
-    """The best a device can do: FLOP/s (in ``dtype``) and memory bytes/s, and where the figures come from.
+    """The best a device can do: FLOP/s (in ``dtype``, for ``operation``) and memory bytes/s, and their source.
 
+    ``units`` names the hardware the FLOP/s figure is for (``"FP64 tensor cores"``, ``"FP32 vector units"``).
     A figure the source does not publish is ``None``, never 0 or a guess.
     """
 
@@ -62,11 +69,14 @@ class Peak:
     bytes_per_s: float | None
     source: str
     dtype: str = "float32"
+    operation: str = "elementwise"
+    units: str = ""
 
     def __str__(self) -> str:
         flops = "unknown" if self.flops_per_s is None else f"{self.flops_per_s / 1e12:.3g} TFLOP/s"
         memory = "unknown" if self.bytes_per_s is None else f"{self.bytes_per_s / 1e9:.4g} GB/s"
-        return f"{self.device}: {flops} ({self.dtype}), {memory} ({self.source})"
+        what = f"{self.dtype} {self.operation}" + (f" on {self.units}" if self.units else "")
+        return f"{self.device}: {flops} ({what}), {memory} ({self.source})"
 
 
 def _check_dtype(dtype: str) -> str:
@@ -74,6 +84,13 @@ def _check_dtype(dtype: str) -> str:
     if name not in _DTYPES:
         raise ValueError(f"peaks are known for float32 and float64, not {dtype!r}")
     return name
+
+
+def _check_operation(operation: str) -> str:
+    if operation not in OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(map(repr, OPERATIONS))} (the peak differs between "
+                         f"matrix products and elementwise work), not {operation!r}")
+    return operation
 
 
 def _read_text(path: str | os.PathLike | None, default: str) -> tuple[str, str]:
@@ -122,18 +139,36 @@ def published_peaks(path: str | os.PathLike | None = None) -> list[dict]:
     return rows
 
 
-def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike | None = None) -> Peak | None:
+def _flops_column(row: dict, dtype: str, operation: str) -> tuple[str, str]:
+    """The column of ``row`` that holds the FLOP/s peak for ``dtype`` and ``operation``, and what it counts.
+
+    float32 products are compared with the FP32 vector figure: PyTorch's default float32 matmul precision
+    (``"highest"``) uses no TF32 tensor cores. float64 products use the FP64 tensor-core figure where the
+    GPU has FP64 tensor cores (a non-empty ``fp64_tensor_tflop_s``), else the vector FP64 figure.
+    """
+    if dtype == "float32":
+        return "fp32_tflop_s", "FP32 vector units"
+    if operation == "matmul" and row["fp64_tensor_tflop_s"] is not None:
+        return "fp64_tensor_tflop_s", "FP64 tensor cores"
+    return "fp64_tflop_s", "FP64 vector units"
+
+
+def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike | None = None, *,
+             operation: str) -> Peak | None:
     """The published peak of the GPU called ``name`` (as ``torch.cuda.get_device_name`` says), or ``None``.
 
-    A figure the vendor does not publish (FP64 on most inference GPUs, anything for the A10G) is ``None``
-    in the returned :class:`Peak`, whose ``source`` says so.
+    ``operation`` is ``"matmul"`` for matrix products or ``"elementwise"`` for other work: on GPUs with FP64
+    tensor cores a float64 product's peak is the tensor-core figure, twice the vector one that elementwise
+    float64 work is held to. A figure the vendor does not publish (FP64 on most inference GPUs, anything for
+    the A10G) is ``None`` in the returned :class:`Peak`, whose ``source`` says so.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a GPU name is needed, such as 'NVIDIA A100-SXM4-40GB', not {name!r}")
     dtype = _check_dtype(dtype)
-    column = "fp32_tflop_s" if dtype == "float32" else "fp64_tflop_s"
+    operation = _check_operation(operation)
     for row in published_peaks(path):
         if re.search(row["match"], name, flags=re.IGNORECASE):
+            column, units = _flops_column(row, dtype, operation)
             tflops, gbs = row[column], row["memory_gb_s"]
             return Peak(
                 device=row["device"],
@@ -141,8 +176,34 @@ def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike | None =
                 bytes_per_s=None if gbs is None else gbs * 1e9,
                 source=row["source"],
                 dtype=dtype,
+                operation=operation,
+                units=units,
             )
     return None
+
+
+def float64_rates(path: str | os.PathLike | None = None):
+    """float64 against float32, per GPU of the peaks table, as a pandas DataFrame with each row's source.
+
+    Columns: ``device``, the three published figures in TFLOP/s (FP32, FP64 vector, FP64 tensor cores; empty
+    where the datasheet gives none), ``float64 elementwise / float32`` and ``float64 matmul / float32`` (the
+    peak rates' ratios, empty where unknown), and ``source``. Rows without any FP64 figure are left out.
+    """
+    import pandas as pd
+
+    rows = []
+    for row in published_peaks(path):
+        fp32, fp64 = row["fp32_tflop_s"], row["fp64_tflop_s"]
+        if fp32 is None or fp64 is None:
+            continue
+        tensor = row["fp64_tensor_tflop_s"]
+        matmul = fp64 if tensor is None else tensor
+        rows.append({"device": row["device"], "FP32": fp32, "FP64": fp64,
+                     "FP64 tensor cores": "" if tensor is None else tensor,
+                     "float64 elementwise / float32": round(fp64 / fp32, 2),
+                     "float64 matmul / float32": round(matmul / fp32, 2),
+                     "source": row["source"]})
+    return pd.DataFrame(rows)
 
 
 def published_figures():
@@ -183,8 +244,10 @@ class CpuPeakEstimate:
             f"= {self.flops_per_s / 1e9:.0f} GFLOP/s"
         )
 
-    def as_peak(self) -> Peak:
-        return Peak("cpu", self.flops_per_s, None, "estimate: " + self.how(), self.dtype)
+    def as_peak(self, operation: str = "matmul") -> Peak:
+        """The estimate as a :class:`Peak`: a CPU's FMA units serve matrix products and elementwise work alike."""
+        return Peak("cpu", self.flops_per_s, None, "estimate: " + self.how(), self.dtype,
+                    _check_operation(operation), f"{self.simd} vector units")
 
 
 def parse_cpuinfo(text: str) -> dict:
@@ -352,18 +415,20 @@ def practical_ceiling(estimate_flops_per_s: float | None, measured_best_flops_pe
                             measured_best_flops_per_s=float(measured_best_flops_per_s))
 
 
-def device_peak(device: str, dtype: str = "float32") -> Peak | None:
-    """The peak of ``device``: published for a known NVIDIA GPU, estimated for the CPU, else ``None``."""
+def device_peak(device: str, dtype: str = "float32", *, operation: str) -> Peak | None:
+    """The peak of ``device`` for ``operation`` (``"matmul"`` or ``"elementwise"``) in ``dtype``: published for
+    a known NVIDIA GPU, estimated for the CPU, else ``None``."""
     from .device import validate_device
 
     device = validate_device(device)
+    operation = _check_operation(operation)
     if device.startswith("cuda"):
         import torch
 
-        return gpu_peak(torch.cuda.get_device_name(device), dtype)
+        return gpu_peak(torch.cuda.get_device_name(device), dtype, operation=operation)
     if device == "cpu":
         estimate = estimate_cpu_peak(dtype)
-        return None if estimate is None else estimate.as_peak()
+        return None if estimate is None else estimate.as_peak(operation)
     return None  # Apple does not publish FLOP/s per chip in a form we can match
 
 

@@ -37,27 +37,43 @@ def _check_columns(results: pd.DataFrame, needed: set[str]) -> None:
         raise ValueError(f"the table lacks the columns {sorted(missing)}; it has {list(results.columns)}")
 
 
+NOISY = "stayed noisy after re-measuring (not a result)"
+NOISY_STYLE = {"linestyle": "none", "marker": "X", "markersize": 9, "color": "tab:red", "zorder": 3}
+
+
 def plot_sweep(results: pd.DataFrame, *, baseline: str | None = None, xlabel: str = "problem size n",
                title: str | None = None):
     """Time per call against ``n`` for each case (log-log) and, given ``baseline``, the speed-up over it.
 
     ``results`` is a table from :func:`gpukit.sweep.size_sweep` (with ``speedup`` added by
-    :func:`gpukit.sweep.add_speedup` when ``baseline`` is given). Returns the figure.
+    :func:`gpukit.sweep.add_speedup` when ``baseline`` is given). Points the sweep left ``flagged`` (still
+    noisy after re-measuring) are not joined to their case's line: they are drawn apart, as red crosses, on
+    the time panel, and left out of the speed-up panel (with a note naming them), since a disturbed timing
+    makes a speed-up that means nothing. Returns the figure.
     """
-    from .sweep import add_speedup
+    from .sweep import add_speedup, unreliable_sizes
 
     _check_columns(results, {"case", "n", "median_s"})
     if baseline is not None:
         results = add_speedup(results, baseline)
+    flagged = results["flagged"].astype(bool) if "flagged" in results else pd.Series(False, index=results.index)
     fig, axes = plt.subplots(1, 2 if baseline else 1, squeeze=False,
                              figsize=FIGSIZE if baseline else (FIGSIZE[0] / 2, FIGSIZE[1]))
     axes = axes[0]
+    left_out = []
     for i, (name, group) in enumerate(results.groupby("case", sort=False)):
         group = group.sort_values("n")
         marker = MARKERS[i % len(MARKERS)]
-        axes[0].plot(group["n"], group["median_s"], marker=marker, label=name, **LINE)
+        noisy = flagged[group.index]
+        axes[0].plot(group["n"][~noisy], group["median_s"][~noisy], marker=marker, label=name, **LINE)
         if baseline:
-            axes[1].plot(group["n"], group["speedup"], marker=marker, label=name, **LINE)
+            unreliable = unreliable_sizes(results, name, baseline)
+            speedup = group["speedup"].where(~group["n"].isin(unreliable))
+            axes[1].plot(group["n"], speedup, marker=marker, label=name, **LINE)
+            if name != baseline:
+                left_out += [f"{name} at n = {n}" for n in sorted(unreliable)]
+    if flagged.any():
+        axes[0].plot(results["n"][flagged], results["median_s"][flagged], label=NOISY, **NOISY_STYLE)
     axes[0].set(xscale="log", yscale="log", xlabel=xlabel, ylabel="median time per call (s)",
                 title="time (lower is faster)")
     axes[0].legend(frameon=False)
@@ -69,6 +85,10 @@ def plot_sweep(results: pd.DataFrame, *, baseline: str | None = None, xlabel: st
         # when the axis spans few decades, as matplotlib would.
         axes[1].yaxis.set_major_formatter(PlainLogFormatter())
         axes[1].yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+        if left_out:
+            note = "left out, timing stayed noisy: " + "; ".join(left_out)
+            axes[1].text(0.01, 0.01, textwrap.fill(note, 60), transform=axes[1].transAxes, fontsize="small",
+                         va="bottom", color="tab:red")
     for ax in axes:
         style_axes(ax)
     if title:

@@ -237,6 +237,29 @@ def test_gpu_peaks_and_clocks_with_a_fake_cuda_device(monkeypatch):
     assert bench.gpu_clocks(0) is None
 
 
+def test_float64_matmul_fraction_on_a_fake_h100_uses_the_tensor_core_peak(monkeypatch):
+    """An H100 runs float64 products on FP64 tensor cores (67 TFLOP/s), above its vector FP64 figure (34):
+    a plausible 55 TFLOP/s must come out below 1, and elementwise work still uses the bandwidth."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    n = 8192
+    float64 = result("matmul", "cuda:0", n, 2 * n**3 / 55e12, dtype="float64")
+    float32 = result("matmul", "cuda:0", n, 2 * n**3 / 50e12)
+    elementwise = result("elementwise", "cuda:0", 2**26, 1e-3)
+    elementwise["rate"] = 3000.0
+    peaks = bench._peaks("cuda:0", [float64, float32, elementwise])
+    assert peaks["float64_flop_s"] == pytest.approx(67e12) and peaks["float32_flop_s"] == pytest.approx(67e12)
+    assert float64["fraction_of_peak"] == pytest.approx(55 / 67) and float64["fraction_of_peak"] < 1
+    assert float32["fraction_of_peak"] == pytest.approx(50 / 67)
+    assert elementwise["fraction_of_peak"] == pytest.approx(3000 / 3350)
+    assert "float64 matmul on FP64 tensor cores" in peaks["source"]
+    assert "float32 matmul on FP32 vector units" in peaks["source"]
+    # A V100 has no FP64 tensor cores: its float64 products are held to the vector figure.
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    assert bench._peaks("cuda:0", [])["float64_flop_s"] == pytest.approx(7.8e12)
+
+
 def test_plans_grow_on_a_gpu_and_drop_float64_on_mps():
     assert max(bench.plan_for("cuda:0").matmul_sizes) > max(bench.plan_for("cpu").matmul_sizes)
     assert set(bench.plan_for("cpu").matmul_sizes) <= set(bench.plan_for("cuda:0").matmul_sizes)

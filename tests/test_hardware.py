@@ -16,6 +16,7 @@ from gpukit.hardware import (
     data_file,
     device_peak,
     estimate_cpu_peak,
+    float64_rates,
     gpu_peak,
     parse_cpuinfo,
     parse_lscpu_max_mhz,
@@ -80,57 +81,63 @@ def test_published_table_has_the_vendor_figures_with_sources():
     ],
 )
 def test_gpu_peak_matches_device_names(name, tflops, gbs):
-    peak = gpu_peak(name)
+    peak = gpu_peak(name, operation="elementwise")
     assert peak.flops_per_s == pytest.approx(tflops * 1e12)
     assert peak.bytes_per_s == pytest.approx(gbs * 1e9)
     assert "datasheet" in peak.source
 
 
 def test_gpu_peak_float64_and_unknown_device():
-    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float64").flops_per_s == pytest.approx(9.7e12)
-    assert gpu_peak("NVIDIA GeForce GTX 1050") is None
+    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float64", operation="elementwise").flops_per_s == pytest.approx(9.7e12)
+    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float64", operation="matmul").flops_per_s == pytest.approx(19.5e12)
+    assert gpu_peak("NVIDIA GeForce GTX 1050", operation="matmul") is None
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 3])
 def test_gpu_peak_rejects_bad_names(bad):
     with pytest.raises(ValueError, match="GPU name"):
-        gpu_peak(bad)
+        gpu_peak(bad, operation="matmul")
 
 
 def test_unknown_dtype_is_named():
     with pytest.raises(ValueError, match="float16"):
-        gpu_peak("A100", "float16")
+        gpu_peak("A100", "float16", operation="matmul")
     with pytest.raises(ValueError, match="int8"):
         estimate_cpu_peak("int8", cpuinfo=cpuinfo(), max_mhz=1000)
 
 
-HEADER = "device,match,fp32_tflop_s,fp64_tflop_s,memory_gb_s,source\n"
+HEADER = "device,match,fp32_tflop_s,fp64_tflop_s,fp64_tensor_tflop_s,memory_gb_s,source\n"
 
 
 def test_table_without_the_columns_is_an_error(tmp_path):
     path = tmp_path / "peaks.csv"
     path.write_text("device,source\nX,Y\n")
-    with pytest.raises(ValueError, match=r"lacks the columns match, fp32_tflop_s, fp64_tflop_s, memory_gb_s"):
+    with pytest.raises(ValueError, match=r"lacks the columns match, fp32_tflop_s, fp64_tflop_s, fp64_tensor_tflop_s, "
+                                         r"memory_gb_s"):
         published_peaks(path)
-    path.write_text(HEADER.replace(",memory_gb_s", "") + "X,X,1,1,Y\n")
+    path.write_text(HEADER.replace(",memory_gb_s", "") + "X,X,1,1,1,Y\n")
     with pytest.raises(ValueError, match=r"peaks\.csv lacks the column memory_gb_s;"):
+        published_peaks(path)
+    # A table written before the FP64 tensor-core column existed is refused, not read as "no tensor cores".
+    path.write_text("device,match,fp32_tflop_s,fp64_tflop_s,memory_gb_s,source\nX,X,1,1,1,Y\n")
+    with pytest.raises(ValueError, match=r"lacks the column fp64_tensor_tflop_s;"):
         published_peaks(path)
 
 
 @pytest.mark.parametrize("bad", ["fast", "0", "-3", "nan", "inf"])
 def test_bad_number_names_file_row_and_column(tmp_path, bad):
     path = tmp_path / "peaks.csv"
-    path.write_text(HEADER + "Good GPU,Good,1,1,1,sheet\n" + f"Bad GPU,Bad,1,1,{bad},sheet\n")
+    path.write_text(HEADER + "Good GPU,Good,1,1,1,1,sheet\n" + f"Bad GPU,Bad,1,1,1,{bad},sheet\n")
     with pytest.raises(ValueError, match=rf"peaks\.csv, row 2 \('Bad GPU'\), column memory_gb_s holds '{bad}'"):
         published_peaks(path)
 
 
 def test_bad_or_empty_pattern_names_the_row(tmp_path):
     path = tmp_path / "peaks.csv"
-    path.write_text(HEADER + "Bad GPU,A100(,1,1,1,sheet\n")
+    path.write_text(HEADER + "Bad GPU,A100(,1,1,1,1,sheet\n")
     with pytest.raises(ValueError, match=r"row 1 \('Bad GPU'\), column match: 'A100\(' is not a regular expression"):
         published_peaks(path)
-    path.write_text(HEADER + "Any GPU,,1,1,1,sheet\n")
+    path.write_text(HEADER + "Any GPU,,1,1,1,1,sheet\n")
     with pytest.raises(ValueError, match="match is empty"):
         published_peaks(path)
 
@@ -248,10 +255,10 @@ def test_this_machine_gets_an_estimate_or_none():
 
 
 def test_device_peak_for_cpu_and_bad_device():
-    peak = device_peak("cpu")
+    peak = device_peak("cpu", operation="matmul")
     assert peak is None or (isinstance(peak, Peak) and peak.source.startswith("estimate"))
     with pytest.raises(ValueError, match="gpu0"):
-        device_peak("gpu0")
+        device_peak("gpu0", operation="matmul")
 
 
 def test_peak_str_says_unknown():
@@ -315,8 +322,8 @@ def test_practical_ceiling_rejects_bad_numbers(estimate, measured, name):
 
 @pytest.mark.parametrize(("name", "device"), DEVICE_NAMES.items())
 def test_each_reported_name_matches_its_row(name, device):
-    assert gpu_peak(name).device == device
-    assert gpu_peak(name, "float64").device == device
+    assert gpu_peak(name, operation="matmul").device == device
+    assert gpu_peak(name, "float64", operation="elementwise").device == device
 
 
 def test_every_row_compiles_and_is_some_listed_name_first_match():
@@ -346,7 +353,7 @@ def test_every_row_compiles_and_is_some_listed_name_first_match():
     ],
 )
 def test_published_figures_and_missing_ones(name, fp32, fp64, gbs):
-    single, double = gpu_peak(name), gpu_peak(name, "float64")
+    single, double = gpu_peak(name, operation="elementwise"), gpu_peak(name, "float64", operation="elementwise")
     assert single.flops_per_s == pytest.approx(fp32 * 1e12)
     if fp64 is None:
         assert double.flops_per_s is None and "no FP64 figure" in double.source
@@ -356,8 +363,88 @@ def test_published_figures_and_missing_ones(name, fp32, fp64, gbs):
     assert "datasheet" in single.source
 
 
+# A float64 product on an H100 SXM reaching 55 TFLOP/s (HPL on H100s reaches about that per GPU): a plausible
+# measurement, above the vector FP64 figure (34) and below the FP64 tensor-core one (67).
+H100_FLOAT64_MATMUL = 55e12
+
+
+def test_float64_matmul_on_an_h100_is_held_to_the_tensor_core_peak():
+    n = 8192
+    timing = Timing("float64 matmul", (2 * n**3 / H100_FLOAT64_MATMUL,) * 3, flops=2 * n**3)
+    matmul = gpu_peak("NVIDIA H100 80GB HBM3", "float64", operation="matmul")
+    assert matmul.flops_per_s == pytest.approx(67e12) and matmul.units == "FP64 tensor cores"
+    fraction = against_peak(timing, peak_flops=matmul.flops_per_s).fraction_of_peak_flops
+    assert fraction == pytest.approx(55 / 67) and fraction <= 1
+    # Against the vector figure the same measurement would claim more than the hardware can do.
+    vector = gpu_peak("NVIDIA H100 80GB HBM3", "float64", operation="elementwise")
+    assert against_peak(timing, peak_flops=vector.flops_per_s).fraction_of_peak_flops > 1
+
+
+def test_float64_elementwise_work_is_held_to_the_vector_peak():
+    for name, vector in (("NVIDIA H100 80GB HBM3", 34e12), ("NVIDIA A100-SXM4-80GB", 9.7e12),
+                         ("NVIDIA H100 PCIe", 26e12), ("NVIDIA H200", 34e12)):
+        peak = gpu_peak(name, "float64", operation="elementwise")
+        assert peak.flops_per_s == pytest.approx(vector) and peak.units == "FP64 vector units"
+        assert gpu_peak(name, "float64", operation="matmul").flops_per_s == pytest.approx(2 * vector, rel=0.02)
+
+
+@pytest.mark.parametrize("operation", ["matmul", "elementwise"])
+def test_float32_and_gpus_without_fp64_tensor_cores_have_one_peak(operation):
+    assert gpu_peak("NVIDIA H100 80GB HBM3", operation=operation).flops_per_s == pytest.approx(67e12)
+    assert gpu_peak("NVIDIA H100 80GB HBM3", operation=operation).units == "FP32 vector units"
+    v100 = gpu_peak("Tesla V100-SXM2-16GB", "float64", operation=operation)
+    assert v100.flops_per_s == pytest.approx(7.8e12) and v100.units == "FP64 vector units"
+    assert gpu_peak("Tesla T4", "float64", operation=operation).flops_per_s is None
+
+
+def test_the_operation_must_be_named_and_known():
+    with pytest.raises(TypeError, match="operation"):
+        gpu_peak("NVIDIA H100 80GB HBM3", "float64")
+    with pytest.raises(ValueError, match="'matmul', 'elementwise'.*'gemm'"):
+        gpu_peak("NVIDIA H100 80GB HBM3", "float64", operation="gemm")
+    with pytest.raises(ValueError, match="operation"):
+        device_peak("cpu", operation="reduction")
+
+
+def test_peak_text_names_the_units():
+    text = str(gpu_peak("NVIDIA A100-SXM4-40GB", "float64", operation="matmul"))
+    assert "19.5 TFLOP/s (float64 matmul on FP64 tensor cores)" in text and "datasheet" in text
+
+
+def test_only_gpus_with_fp64_tensor_cores_have_the_tensor_figure():
+    tensor = {row["device"] for row in published_peaks() if row["fp64_tensor_tflop_s"] is not None}
+    assert tensor == {"NVIDIA A100 40GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100 80GB SXM", "NVIDIA H100 PCIe",
+                      "NVIDIA H100 NVL", "NVIDIA H100 SXM", "NVIDIA H200 NVL", "NVIDIA H200 SXM",
+                      "NVIDIA GH200 96GB HBM3", "NVIDIA GH200"}
+    for row in published_peaks():
+        if row["fp64_tensor_tflop_s"] is not None:
+            assert row["fp64_tensor_tflop_s"] >= row["fp64_tflop_s"], row["device"]
+
+
+def test_h100_nvl_row_names_its_datasheet_edition():
+    source = gpu_peak("NVIDIA H100 NVL", operation="matmul").source
+    assert "edition" in source and "per GPU" in source
+
+
+def test_float64_rates_table():
+    table = float64_rates().set_index("device")
+    assert table.loc["NVIDIA V100 SXM2", "float64 matmul / float32"] == pytest.approx(0.5, abs=0.01)
+    assert table.loc["NVIDIA H100 SXM", "float64 elementwise / float32"] == pytest.approx(0.51, abs=0.01)
+    assert table.loc["NVIDIA H100 SXM", "float64 matmul / float32"] == pytest.approx(1.0)
+    assert table.loc["NVIDIA A100 40GB", "float64 matmul / float32"] == pytest.approx(1.0)
+    assert "NVIDIA T4" not in table.index and "NVIDIA A10G" not in table.index
+    assert table["source"].str.contains("datasheet").all()
+
+
+def test_cpu_estimate_is_the_same_peak_for_both_operations():
+    estimate = estimate_cpu_peak("float64", cpuinfo=cpuinfo(), max_mhz=2000)
+    assert estimate.as_peak("matmul").flops_per_s == estimate.as_peak("elementwise").flops_per_s
+    assert estimate.as_peak("matmul").operation == "matmul"
+
+
 def test_a10g_has_no_invented_figures():
-    peak = gpu_peak("NVIDIA A10G")
+    peak = gpu_peak("NVIDIA A10G", operation="matmul")
+    assert gpu_peak("NVIDIA A10G", "float64", operation="matmul").flops_per_s is None
     assert peak.flops_per_s is None and peak.bytes_per_s is None
     assert "no NVIDIA datasheet" in peak.source and "unknown" in str(peak)
 
@@ -392,19 +479,20 @@ def fake_cuda(monkeypatch):
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "CUDA:1"])
 def test_device_peak_on_a_fake_h100(fake_cuda, device):
-    peak = device_peak(device)
+    peak = device_peak(device, operation="matmul")
     assert peak.device == "NVIDIA H100 SXM" and peak.flops_per_s == pytest.approx(67e12)
-    assert device_peak(device, "float64").flops_per_s == pytest.approx(34e12)
+    assert device_peak(device, "float64", operation="elementwise").flops_per_s == pytest.approx(34e12)
+    assert device_peak(device, "float64", operation="matmul").flops_per_s == pytest.approx(67e12)
     assert fake_cuda[0] == device.lower()
 
 
 def test_device_peak_on_an_unknown_fake_gpu(fake_cuda, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA GeForce GTX 1050")
-    assert device_peak("cuda") is None
+    assert device_peak("cuda", operation="matmul") is None
 
 
 def test_device_peak_on_mps_is_none():
-    assert device_peak("mps") is None
+    assert device_peak("mps", operation="matmul") is None
 
 
 def test_copy_bandwidth_on_cpu_with_a_fake_gpu_present(fake_cuda):
@@ -427,7 +515,7 @@ def test_a_non_editable_install_finds_its_tables(tmp_path):
     check = textwrap.dedent(f"""
         import gpukit, gpukit.hardware as hardware
         assert gpukit.__file__.startswith({str(target)!r}), gpukit.__file__
-        assert hardware.gpu_peak("NVIDIA H100 80GB HBM3").device == "NVIDIA H100 SXM"
+        assert hardware.gpu_peak("NVIDIA H100 80GB HBM3", operation="matmul").device == "NVIDIA H100 SXM"
         assert len(hardware.published_figures()) > 5
         print("ok")
     """)

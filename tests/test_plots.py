@@ -87,3 +87,33 @@ def test_overlay_reference_curves_draws_any_number_of_files_dashed():
     with pytest.raises(ValueError, match="median_s"):
         overlay_reference_curves(fig, refs.drop(columns="median_s"))
     plt.close(fig)
+
+
+def test_plot_sweep_draws_noisy_points_apart_and_leaves_them_out_of_the_speedup():
+    from gpukit.plots import NOISY
+
+    rows = pd.DataFrame({"case": ["cpu"] * 4 + ["gpu"] * 4, "n": [10, 20, 40, 80] * 2,
+                         "median_s": [1e-3, 2e-3, 4e-3, 8e-3, 1e-3, 5.0, 1e-3, 1e-3]})
+    rows["flagged"] = (rows["case"] == "gpu") & (rows["n"] == 20)
+    fig = plot_sweep(rows, baseline="cpu")
+    time_ax, speed_ax = fig.axes
+    gpu_time = next(line for line in time_ax.get_lines() if line.get_label() == "gpu")
+    assert list(gpu_time.get_xdata()) == [10, 40, 80]  # the noisy point is not on the case's line
+    noisy = next(line for line in time_ax.get_lines() if line.get_label() == NOISY)
+    assert list(noisy.get_xdata()) == [20] and list(noisy.get_ydata()) == [5.0]
+    gpu_speedup = next(line for line in speed_ax.get_lines() if line.get_label() == "gpu").get_ydata()
+    assert gpu_speedup[0] == pytest.approx(1.0) and pd.isna(gpu_speedup[1])
+    assert gpu_speedup[2] == pytest.approx(4.0)
+    notes = [text.get_text() for text in speed_ax.texts]
+    assert any("stayed noisy" in note and "gpu at n = 20" in note for note in notes)
+    plt.close(fig)
+
+
+def test_plot_sweep_without_noisy_points_adds_no_marker_or_note():
+    from gpukit.plots import NOISY
+
+    rows = SWEEP.assign(flagged=False)
+    fig = plot_sweep(rows, baseline="cpu")
+    assert NOISY not in [line.get_label() for line in fig.axes[0].get_lines()]
+    assert not fig.axes[1].texts
+    plt.close(fig)

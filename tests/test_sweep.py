@@ -1,10 +1,14 @@
 import io
+import re
+from collections import defaultdict
 
 import pandas as pd
 import pytest
 import torch
 
-from gpukit.sweep import Case, add_speedup, crossover, size_sweep
+from gpukit import sweep as sweep_module
+from gpukit.sweep import Case, add_speedup, crossover, noise_report, size_sweep, suspect_points
+from gpukit.timing import Timing
 
 
 def table(rows):
@@ -20,15 +24,25 @@ def test_size_sweep_times_every_case_at_every_size():
 
     out = io.StringIO()
     result = size_sweep([10, 100], [Case("a", make), Case("b", make, threads=1)], flops=lambda n: n,
-                        bytes_moved=lambda n: 8 * n, repeats=2, warmup=0, file=out, desc="test")
+                        bytes_moved=lambda n: 8 * n, repeats=2, warmup=0, remeasure=0, file=out, desc="test")
     assert list(result["case"]) == ["a", "b", "a", "b"]
     assert list(result["n"]) == [10, 10, 100, 100]
     assert made == [10, 10, 100, 100]
     assert (result["median_s"] > 0).all()
     assert result["gflop_s"].iloc[0] == pytest.approx(10 / result["median_s"].iloc[0] / 1e9)
     assert "gb_s" in result
+    assert list(result["remeasured"]) == [0] * 4 and "flagged" in result and "flag" in result
     text = out.getvalue()
     assert "test" in text and "4/4" in text  # a plain-text bar that ends complete
+
+
+def test_size_sweep_with_real_timings_ends_with_a_complete_bar():
+    out = io.StringIO()
+    result = size_sweep([10, 100, 1000], [Case("a", lambda n: lambda: sum(range(n)))], repeats=3, warmup=0,
+                        file=out, desc="real")
+    done = re.findall(r"(\d+)/(\d+)", out.getvalue())[-1]
+    assert done[0] == done[1] and int(done[1]) == 3 + result["remeasured"].sum()
+    assert (result["remeasured"] <= sweep_module.REMEASURE).all()
 
 
 def test_size_sweep_sets_threads_only_inside_the_case():
@@ -76,3 +90,137 @@ def test_crossover_is_the_size_from_which_a_case_keeps_winning():
     assert crossover(rows, "cpu", "gpu") is None
     with pytest.raises(ValueError, match="'tpu'"):
         crossover(rows, "tpu", "cpu")
+
+
+# ------------------------------------------------------------------ re-measuring suspect points
+class FakeTimings:
+    """Stands in for gpukit.timing.benchmark: the median of each (case, n) is planted, per attempt.
+
+    ``planted[(case, n)]`` is a list of medians, one per measurement (the last repeats if it runs out);
+    every other point takes ``base(n)``. ``spread`` adds a wide interquartile range to the planted points.
+    """
+
+    def __init__(self, planted, base=lambda n: 1e-6 * n**3, spread=None):
+        self.planted, self.base, self.spread = planted, base, spread or {}
+        self.calls = defaultdict(int)
+
+    def __call__(self, fn, *, repeats, warmup, device, label):
+        n = fn()
+        attempt = self.calls[(label, n)]
+        self.calls[(label, n)] += 1
+        medians = self.planted.get((label, n))
+        median = medians[min(attempt, len(medians) - 1)] if medians else self.base(n)
+        width = self.spread.get((label, n), [0.0])[min(attempt, len(self.spread.get((label, n), [0])) - 1)]
+        samples = (median * (1 - width), median * (1 - width), median, median * (1 + width), median * (1 + width))
+        return Timing(label, samples)
+
+
+def sized(n):
+    return lambda: n
+
+
+SIZES = [16, 32, 64, 128, 256, 512]
+
+
+def run(monkeypatch, fake, cases=("cpu",), **kwargs):
+    monkeypatch.setattr(sweep_module, "benchmark", fake)
+    return size_sweep(SIZES, [Case(name, sized) for name in cases], progress=False, **kwargs)
+
+
+def point(table, case, n):
+    return table[(table["case"] == case) & (table["n"] == n)].iloc[0]
+
+
+def test_a_planted_spike_is_measured_again_and_disappears_when_clean(monkeypatch):
+    clean = 1e-6 * 128**3
+    fake = FakeTimings({("cpu", 128): [300 * clean, clean]})  # disturbed once, then clean
+    table = run(monkeypatch, fake)
+    spike = point(table, "cpu", 128)
+    assert fake.calls[("cpu", 128)] == 2 and spike["remeasured"] == 1
+    assert spike["median_s"] == pytest.approx(clean) and not spike["flagged"] and spike["flag"] == ""
+    assert not table["flagged"].any()
+    assert all(fake.calls[("cpu", n)] == 1 for n in SIZES if n != 128)  # the clean points were left alone
+    assert noise_report(table) == ["No point stayed noisy (1 point was measured again)."]
+
+
+def test_a_persistent_spike_is_flagged_not_silently_kept(monkeypatch):
+    clean = 1e-6 * 128**3
+    fake = FakeTimings({("cpu", 128): [300 * clean, 250 * clean, 280 * clean]})
+    table = run(monkeypatch, fake, cases=("cpu", "gpu"))
+    spike = point(table, "cpu", 128)
+    assert fake.calls[("cpu", 128)] == 1 + sweep_module.REMEASURE
+    assert spike["remeasured"] == sweep_module.REMEASURE
+    assert spike["median_s"] == pytest.approx(250 * clean)  # the lowest median of the three is kept
+    assert spike["flagged"] and "slower than its neighbours' trend" in spike["flag"]
+    assert table["flagged"].sum() == 1
+    assert noise_report(table) == [
+        f"n = 128 (cpu) stayed noisy: {spike['flag']}, after {sweep_module.REMEASURE} re-measurements"]
+
+
+def test_the_number_of_re_measurements_is_bounded(monkeypatch):
+    clean = 1e-6 * 128**3
+    fake = FakeTimings({("cpu", 128): [300 * clean]})
+    table = run(monkeypatch, fake, remeasure=5)
+    assert fake.calls[("cpu", 128)] == 6 and point(table, "cpu", 128)["flagged"]
+    fake = FakeTimings({("cpu", 128): [300 * clean]})
+    table = run(monkeypatch, fake, remeasure=0)
+    assert fake.calls[("cpu", 128)] == 1 and point(table, "cpu", 128)["remeasured"] == 0
+    assert point(table, "cpu", 128)["flagged"]  # not measured again, but still said
+    with pytest.raises(ValueError, match="remeasure"):
+        run(monkeypatch, fake, remeasure=-1)
+
+
+def test_a_wide_spread_is_measured_again(monkeypatch):
+    fake = FakeTimings({}, spread={("cpu", 64): [0.9, 0.05]})
+    table = run(monkeypatch, fake)
+    assert fake.calls[("cpu", 64)] == 2
+    # The second measurement has the same median and a narrow spread: it replaces the first.
+    row = point(table, "cpu", 64)
+    assert not row["flagged"] and row["iqr_s"] == pytest.approx(0.1 * row["median_s"])
+    fake = FakeTimings({}, spread={("cpu", 64): [0.9]})
+    row = point(run(monkeypatch, fake), "cpu", 64)
+    assert fake.calls[("cpu", 64)] == 1 + sweep_module.REMEASURE
+    assert row["flagged"] and "repeats spread over 180% of the median" in row["flag"]
+
+
+def test_spikes_at_both_ends_are_caught(monkeypatch):
+    base = lambda n: 1e-6 * n**3  # noqa: E731
+    fake = FakeTimings({("cpu", 16): [1e4 * base(16)], ("cpu", 512): [50 * base(512)]})
+    table = run(monkeypatch, fake)
+    assert set(table.loc[table["flagged"], "n"]) == {16, 512}
+
+
+def test_a_flat_floor_and_a_steep_rise_are_not_suspect():
+    # A GPU curve: the launch floor, then the n^3 growth of a matrix product.
+    times = [1e-5, 1e-5, 1e-5, 1.1e-5, 8e-5, 6.4e-4, 5.1e-3]
+    table = pd.DataFrame({"case": "gpu", "n": [2**k for k in range(4, 11)], "median_s": times,
+                          "iqr_s": [t * 0.05 for t in times]})
+    assert suspect_points(table).empty
+    # A point faster than its neighbours' trend is not noise either (its neighbours may then look slow).
+    table.loc[3, "median_s"], table.loc[3, "iqr_s"] = 1e-7, 5e-9
+    assert 3 not in suspect_points(table).index
+
+
+def test_end_points_wait_while_their_neighbour_is_suspect():
+    times = [1e-6 * n**3 for n in SIZES]
+    times[-2] *= 100  # a spike next to the largest size, whose trend it would distort
+    table = pd.DataFrame({"case": "cpu", "n": SIZES, "median_s": times, "iqr_s": 0.0})
+    assert list(suspect_points(table)["n"]) == [256]
+
+
+def test_crossover_ignores_flagged_sizes():
+    rows = table([
+        ("cpu", 1, 1.0), ("gpu", 1, 2.0),
+        ("cpu", 2, 1.0), ("gpu", 2, 0.5),
+        ("cpu", 4, 1.0), ("gpu", 4, 50.0),  # a disturbed GPU timing
+        ("cpu", 8, 1.0), ("gpu", 8, 0.5),
+    ])
+    assert crossover(rows, "gpu", "cpu") == 8
+    rows["flagged"] = (rows["case"] == "gpu") & (rows["n"] == 4)
+    assert crossover(rows, "gpu", "cpu") == 2
+    rows["flagged"] = (rows["case"] == "cpu") & (rows["n"] == 4)  # a noisy baseline is as bad
+    assert crossover(rows, "gpu", "cpu") == 2
+
+
+def test_noise_report_of_a_table_without_flags_is_empty():
+    assert noise_report(table([("cpu", 1, 1.0)])) == []
