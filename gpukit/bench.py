@@ -186,12 +186,16 @@ def _copy(device, nbytes, direction):
 
 
 def lu_determinant(a):
-    """Determinants of a batch from an LU factorisation: (-1)^(row swaps) times the product of U's diagonal."""
+    """Determinants of a batch from an LU factorisation: (-1)^(row swaps) times the product of U's diagonal.
+
+    The same code as the lessons' (chapters 7 and 12; tests/test_determinants.py compares them): from
+    ``lu_factor_ex``, which gives 0 for a singular matrix where ``lu_factor`` raises."""
     import torch
 
-    lu, pivots = torch.linalg.lu_factor(a)
-    steps = torch.arange(1, a.shape[-1] + 1, device=a.device, dtype=pivots.dtype)
-    sign = 1 - 2 * ((pivots != steps).sum(dim=-1) % 2)
+    lu, pivots, _ = torch.linalg.lu_factor_ex(a)
+    steps = torch.arange(1, a.shape[-1] + 1, dtype=pivots.dtype, device=a.device)
+    swaps = (pivots != steps).sum(dim=-1)
+    sign = 1 - 2 * (swaps % 2)  # +1 for an even number of swaps, -1 for odd
     return sign.to(a.dtype) * torch.diagonal(lu, dim1=-2, dim2=-1).prod(dim=-1)
 
 

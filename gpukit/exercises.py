@@ -605,13 +605,13 @@ def _det_without_linalg_det(answer) -> str | None:
 
     original = torch.linalg.det
     if answer is original:
-        return "that is torch.linalg.det itself: build the determinants from torch.linalg.lu_factor."
+        return "that is torch.linalg.det itself: build the determinants from torch.linalg.lu_factor_ex."
     torch.linalg.det = missing
     try:
         out = answer(_case_study_batch())
     except NotImplementedError as error:
         if "torch.linalg.det" in str(error):
-            return "your function calls torch.linalg.det: build the determinants from torch.linalg.lu_factor."
+            return "your function calls torch.linalg.det: build the determinants from torch.linalg.lu_factor_ex."
         return f"your function raised NotImplementedError: {error}"
     except Exception as error:  # the reader's code: report whatever it raised
         first_line = (str(error).strip().splitlines() or [""])[0][:200]

@@ -11,6 +11,12 @@ together, with :func:`gpukit.benchmark` (warm-up, synchronisation, median), in o
   overlap only where both release Python's global interpreter lock (the GIL): NumPy's BLAS, LAPACK and FFT
   calls and PyTorch's operations do; a loop of Python statements does not. And on the CPU they then share
   the same cores.
+
+The verdict (:meth:`Overlap.verdict`, :meth:`Overlap.sentence`) measures the seconds saved against the best
+possible saving, the shorter piece's time (hidden completely behind the longer one), not against the total:
+a few ms of GPU work hidden behind 0.5 s of host work saved all it could, though only 1 % of the total. Where
+the shorter piece is within the timing noise of the comparison, no verdict is given ("unresolved"): make the
+pieces similar in size (on a GPU, the host piece smaller) and measure again.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 
 from .timing import Timing, benchmark, synchronize
 
-__all__ = ["Overlap", "time_overlap"]
+__all__ = ["Overlap", "size_to_match", "time_overlap"]
 
 HOWS = ("async", "threads")
 
@@ -43,25 +49,108 @@ class Overlap:
 
     @property
     def best_possible(self) -> float:
-        """The saving if the shorter piece were hidden entirely behind the longer one."""
+        """The saving if the shorter piece were hidden entirely behind the longer one, as a fraction of the
+        one-after-the-other time."""
         return 1 - max(self.first.median, self.second.median) / self.one_after_other.median
+
+    @property
+    def saved_seconds(self) -> float:
+        """Seconds that doing both together saved against one after the other (negative: it cost)."""
+        return self.one_after_other.median - self.together.median
+
+    @property
+    def shorter(self) -> Timing:
+        """The shorter of the two pieces: the most that overlapping can hide."""
+        return min(self.first, self.second, key=lambda t: t.median)
+
+    @property
+    def share_of_best(self) -> float:
+        """The seconds saved as a share of the best possible saving, the shorter piece's time: 1 when the
+        shorter piece was hidden completely, 0 when nothing was, negative when running together cost time.
+
+        Unlike :attr:`saved`, this does not shrink when one piece is much longer than the other: a few ms
+        of GPU work hidden completely behind 0.5 s of host work is a share of 1, not a saving of 1 %.
+        """
+        best = self.shorter.median
+        return self.saved_seconds / best if best > 0 else 0.0
+
+    @property
+    def balance(self) -> float:
+        """The shorter piece's time over the longer one's (1: equal pieces)."""
+        longer = max(self.first.median, self.second.median)
+        return self.shorter.median / longer if longer > 0 else 1.0
+
+    @property
+    def noise(self) -> float:
+        """The timing noise of the comparison, in seconds: the larger spread (interquartile range) of the
+        one-after-the-other and together timings."""
+        return max(self.one_after_other.spread, self.together.spread)
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the shorter piece took longer than the timing noise, so that hiding it could be seen."""
+        return self.shorter.median > self.noise
 
     def __str__(self) -> str:
         return "\n".join(str(t) for t in (self.first, self.second, self.one_after_other, self.together))
 
+    def verdict(self) -> str:
+        """``"overlapped"``, ``"partly overlapped"``, ``"did not overlap"``, ``"competed"`` (together took
+        longer than one after the other) or ``"unresolved"`` (the shorter piece is within the timing noise)."""
+        if self.saved_seconds < -max(0.05 * self.one_after_other.median, self.noise):
+            return "competed"
+        if not self.resolved:
+            return "unresolved"
+        if self.share_of_best >= 0.5:
+            return "overlapped"
+        if self.share_of_best >= 0.15:
+            return "partly overlapped"
+        return "did not overlap"
+
     def sentence(self) -> str:
-        """What overlapping did, as a sentence for glued prose."""
-        if self.saved > 0.05:
-            verdict = (f"saved {self.saved:.0%} of the time (hiding the shorter piece completely would have "
-                       f"saved {self.best_possible:.0%})")
-        elif self.saved < -0.05:
-            verdict = f"cost {-self.saved:.0%} more time than one after the other: the two competed"
+        """What overlapping did, as a sentence for glued prose: the saving as a share of the best possible
+        one (hiding the shorter piece completely)."""
+        verdict = self.verdict()
+        hidden = (f"hid {self.share_of_best:.0%} of the shorter piece ({self.shorter.label}, "
+                  f"{_ms(self.shorter.median)}), saving {_ms(self.saved_seconds)}")
+        if verdict == "overlapped":
+            said = f"overlapped: it {hidden}"
+        elif verdict == "partly overlapped":
+            said = f"overlapped in part: it {hidden}"
+        elif verdict == "competed":
+            said = (f"cost {_ms(-self.saved_seconds)} more than one after the other "
+                    f"({-self.saved:.0%}): the two competed")
+        elif verdict == "unresolved":
+            said = (f"cannot be judged: the shorter piece ({self.shorter.label}, {_ms(self.shorter.median)}) "
+                    f"is within the timing noise ({_ms(self.noise)}); give the two pieces similar sizes")
         elif self.how == "threads":
-            verdict = ("made no real difference: either they did not run at the same time, or they shared "
-                       "the same cores")
+            said = ("did not overlap: either the two did not run at the same time, or they shared the "
+                    "same cores")
         else:
-            verdict = "made no real difference: the two pieces did not overlap"
-        return f"Running {self.first.label} and {self.second.label} together ({self.how}) {verdict}."
+            said = "did not overlap"
+        if verdict != "unresolved" and self.balance < 0.1:
+            said += (f" (the shorter piece took {self.balance:.0%} of the longer one's time, so little "
+                     "could be saved either way)")
+        return f"Running {self.first.label} and {self.second.label} together ({self.how}) {said}."
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if abs(seconds) < 10 else f"{seconds:.1f} s"
+
+
+def size_to_match(total: int, total_seconds: float, target_seconds: float) -> int:
+    """How many of ``total`` items take about ``target_seconds``, if all of them take ``total_seconds``
+    (work proportional to the count): at least 1, at most ``total``.
+
+    Overlap can hide at most the shorter of two pieces, so a comparison is clearest when both take about
+    as long: on a GPU, cut the host's piece to the GPU's time.
+    """
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ValueError(f"total must be a positive whole number, not {total!r}")
+    for name, value in (("total_seconds", total_seconds), ("target_seconds", target_seconds)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    return max(1, min(total, round(total * target_seconds / total_seconds)))
 
 
 def time_overlap(first: Callable[[], object], second: Callable[[], object], *, how: str = "async",

@@ -1,10 +1,12 @@
-"""time_overlap: the four timings, and the sentence that reports them."""
+"""time_overlap: the four timings, and the verdict and sentence that report them (on real sleeps and on fake
+timings: overlapped, not overlapped, unbalanced pieces)."""
 
 import time
 
 import pytest
 
-from gpukit.overlap import time_overlap
+from gpukit.overlap import Overlap, time_overlap
+from gpukit.timing import Timing
 
 
 def test_sleeping_threads_overlap():
@@ -13,7 +15,8 @@ def test_sleeping_threads_overlap():
                           labels=("a", "b"))
     assert result.one_after_other.median > 0.035
     assert result.together.median < 0.035
-    assert result.saved > 0.2 and "saved" in result.sentence()
+    assert result.saved > 0.2 and result.share_of_best > 0.5
+    assert result.verdict() == "overlapped" and "saving" in result.sentence()
     assert "together (threads)" in str(result)
 
 
@@ -32,3 +35,84 @@ def test_bad_arguments():
         time_overlap(print, 3)
     with pytest.raises(ValueError, match="labels"):
         time_overlap(print, print, labels=("one",))
+
+
+# ---------------------------------------------------------------- the verdict, on fake timings
+def _timing(label, seconds, jitter=0.0):
+    """Five samples around ``seconds``: the median is ``seconds``, the spread about ``jitter``."""
+    return Timing(label, (seconds - jitter, seconds - jitter / 2, seconds, seconds + jitter / 2, seconds + jitter))
+
+
+def _fake(first, second, together, *, jitter=0.0, how="async", sequential=None):
+    sequential = first + second if sequential is None else sequential
+    return Overlap(_timing("the GPU piece", first), _timing("the host piece", second),
+                   _timing("one after the other", sequential, jitter), _timing("together", together, jitter), how)
+
+
+def test_equal_pieces_hidden_completely_overlapped():
+    result = _fake(0.2, 0.2, 0.2)
+    assert result.share_of_best == pytest.approx(1.0)
+    assert result.verdict() == "overlapped"
+    assert "hid 100% of the shorter piece" in result.sentence()
+
+
+def test_a_short_gpu_piece_hidden_behind_long_host_work_overlapped():
+    """The defect this fixes: 4 ms of GPU work hidden behind 0.5 s of host work saved all it could, though
+    only 0.8 % of the total; the old verdict (a saving above 5 % of the total) said it did not overlap."""
+    result = _fake(0.004, 0.5, 0.5, jitter=0.001)
+    assert result.saved < 0.05  # what the old verdict looked at
+    assert result.share_of_best == pytest.approx(1.0)
+    assert result.verdict() == "overlapped"
+    sentence = result.sentence()
+    assert "overlapped" in sentence and "did not" not in sentence
+    assert "the GPU piece" in sentence and "4.0 ms" in sentence
+    assert "little could be saved" in sentence  # the pieces were unbalanced: said so
+
+
+def test_pieces_run_one_after_the_other_did_not_overlap():
+    result = _fake(0.2, 0.3, 0.5, jitter=0.002)
+    assert result.share_of_best == pytest.approx(0.0)
+    assert result.verdict() == "did not overlap"
+    assert "did not overlap" in result.sentence()
+    threads = _fake(0.2, 0.3, 0.5, jitter=0.002, how="threads")
+    assert "shared the same cores" in threads.sentence()
+
+
+def test_half_hidden_is_partly_or_fully_overlapped_by_the_threshold():
+    assert _fake(0.2, 0.3, 0.39).verdict() == "overlapped"  # hid 0.11 s of 0.2 s: a share of 0.55
+    assert _fake(0.2, 0.3, 0.46).verdict() == "partly overlapped"  # 0.04 of 0.2: 0.2
+    assert "in part" in _fake(0.2, 0.3, 0.46).sentence()
+
+
+def test_together_slower_than_one_after_the_other_competed():
+    result = _fake(0.2, 0.2, 0.5, jitter=0.002)
+    assert result.share_of_best < 0
+    assert result.verdict() == "competed"
+    assert "competed" in result.sentence()
+
+
+def test_a_shorter_piece_within_the_noise_is_not_judged():
+    """Unbalanced pieces: 2 ms of GPU work beside 0.5 s of host work timed with 20 ms of noise."""
+    result = _fake(0.002, 0.5, 0.51, jitter=0.04)
+    assert result.noise > result.shorter.median and not result.resolved
+    assert result.verdict() == "unresolved"
+    assert "similar sizes" in result.sentence()
+
+
+def test_balance_and_shorter_piece():
+    result = _fake(0.05, 0.5, 0.5)
+    assert result.shorter.label == "the GPU piece"
+    assert result.balance == pytest.approx(0.1)
+    assert result.saved_seconds == pytest.approx(0.05)
+
+
+def test_size_to_match_cuts_the_longer_piece_to_the_shorter_ones_time():
+    from gpukit.overlap import size_to_match
+
+    # 16384 matrices prepared in 0.5 s; the GPU piece takes 4 ms: about 131 matrices take as long
+    assert size_to_match(16384, 0.5, 0.004) == 131
+    assert size_to_match(100, 0.5, 2.0) == 100  # never more than there are
+    assert size_to_match(100, 0.5, 1e-9) == 1  # never fewer than one
+    for bad in [(0, 0.5, 0.1), (10, 0.0, 0.1), (10, 0.5, -1.0), (10.5, 0.5, 0.1)]:
+        with pytest.raises(ValueError):
+            size_to_match(*bad)
