@@ -3,11 +3,15 @@ are kept, and how long a build took.
 
 ``torch.utils.cpp_extension.load_inline`` compiles C++ (and CUDA) source strings into a Python module. It
 needs a C++ compiler, the ``ninja`` build tool on ``PATH`` and Python's headers; a CUDA extension also needs
-a CUDA build of PyTorch, a CUDA device and the CUDA toolkit (nvcc) that PyTorch finds through ``CUDA_HOME``.
+a CUDA build of PyTorch, a CUDA device and the CUDA toolkit (nvcc) that PyTorch finds through ``CUDA_HOME``,
+of the CUDA major PyTorch was built for. ``load_inline`` checks neither that ``CUDA_HOME`` holds ``bin/nvcc``
+nor nvcc's version (only ``setup.py`` builds through ``BuildExtension`` compare it with
+``torch.version.cuda``): a mismatch shows up as a compiler or loader error deep in the build.
 
 - :func:`build_tools` looks for all of these and says, for each kind of extension, why it cannot be built
-  (or that it can);
-- :func:`extension_dir` is where one extension is built: ``<repo>/_build/cache/torch_extensions/<name>``.
+  (or that it can), nvcc's release against ``torch.version.cuda`` included (:func:`nvcc_release`);
+- :func:`extension_dir` is where one extension is built: ``<repo>/_build/cache/torch_extensions/<name>`` (a plain
+  private folder instead where that path has spaces, :func:`gpukit.paths.build_dir`).
   PyTorch rebuilds only when the sources or flags change, so a second run of a notebook loads the module
   from there instead of compiling again;
 - :func:`timed_build` times a build and tells a compilation from a load out of that cache;
@@ -19,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 import time
@@ -27,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .paths import project_root, state_dir
+from .paths import build_dir, project_root
 
 STATE_NAME = "torch_extensions"
 # Files a finished build leaves: the extension module itself.
@@ -37,13 +42,16 @@ STALE_LOCK_SECONDS = 15 * 60
 # The lines of a kernel's PTX worth reading first: where the thread is, the bounds guard, memory, the maths.
 PTX_HIGHLIGHTS = ("%ctaid", "%ntid", "%tid", "setp.", "bra", "ld.global", "st.global", "ex2.", "rcp.",
                   "div.", "ret;")
+# `nvcc --version` ends "Cuda compilation tools, release 13.0, V13.0.88".
+_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)")
 
 
 def extension_dir(name: str) -> Path:
     """The folder where the extension ``name`` is built and cached, created if needed."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"an extension name must be a Python identifier such as 'dense_cpp', not {name!r}")
-    path = state_dir(STATE_NAME) / name
+    # build_dir, not state_dir: ninja and the compiler take the folder unquoted, and split it at a space.
+    path = build_dir(STATE_NAME) / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -74,6 +82,27 @@ def _python_headers() -> Path:
     return Path(sysconfig.get_paths()["include"]) / "Python.h"
 
 
+def nvcc_path(cuda_home: str | os.PathLike) -> Path:
+    """Where PyTorch's extension builder runs nvcc from: ``<CUDA_HOME>/bin/nvcc`` (``nvcc.exe`` on Windows)."""
+    return Path(cuda_home) / "bin" / ("nvcc.exe" if sys.platform == "win32" else "nvcc")
+
+
+def nvcc_release(nvcc: str | os.PathLike, timeout: float = 60) -> str | None:
+    """The CUDA release ``nvcc --version`` reports (``"13.0"``), or None when it cannot be run or says none."""
+    try:
+        done = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = _NVCC_RELEASE.search(done.stdout)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _cuda_major(version: str | None) -> int | None:
+    match = re.match(r"\s*(\d+)", str(version)) if version else None
+    return int(match.group(1)) if match else None
+
+
 @dataclass(frozen=True)
 class BuildTools:
     """What this machine has for building PyTorch extensions. Paths are ``None`` where a tool is missing."""
@@ -84,6 +113,8 @@ class BuildTools:
     torch_cuda: str | None = None
     cuda_device: bool = False
     cuda_home: str | None = None
+    nvcc: str | None = None  # <cuda_home>/bin/nvcc, where that file exists
+    nvcc_cuda: str | None = None  # the release it reports, "13.0"
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -112,9 +143,31 @@ class BuildTools:
             missing.append("PyTorch sees no CUDA device")
         elif self.cuda_home is None:
             missing.append("the CUDA toolkit was not found (set CUDA_HOME to the folder holding bin/nvcc)")
+        else:
+            toolkit = self.toolkit_reason
+            if toolkit:
+                missing.append(toolkit)
         if self.cpp_reason:
             missing.append(self.cpp_reason)
         return "; ".join(missing) if missing else None
+
+    @property
+    def toolkit_reason(self) -> str | None:
+        """What is wrong with the CUDA toolkit PyTorch found (``cuda_home``), or None: it must hold ``bin/nvcc``,
+        and nvcc's CUDA major must be the one PyTorch was built for."""
+        if self.cuda_home is None:
+            return None
+        if self.nvcc is None:
+            return (f"CUDA_HOME is {self.cuda_home}, which has no bin/nvcc (set CUDA_HOME to the CUDA toolkit's "
+                    "folder, the one holding bin/nvcc, or unset it)")
+        if self.nvcc_cuda is None:
+            return f"{self.nvcc} did not report its CUDA release (`nvcc --version` printed no 'release X.Y')"
+        nvcc_major, torch_major = _cuda_major(self.nvcc_cuda), _cuda_major(self.torch_cuda)
+        if torch_major is not None and nvcc_major != torch_major:
+            return (f"nvcc in {self.cuda_home} is CUDA {self.nvcc_cuda} but this PyTorch is built for CUDA "
+                    f"{self.torch_cuda}: the majors must match (load a CUDA {torch_major} toolkit, or set CUDA_HOME "
+                    "to one)")
+        return None
 
     @property
     def can_build_cuda(self) -> bool:
@@ -130,11 +183,18 @@ class BuildTools:
             f"Python headers: {shown(self.python_headers)}",
             f"CUDA build of PyTorch: {self.torch_cuda or 'no'}; CUDA device: "
             f"{'yes' if self.cuda_device else 'no'}; CUDA toolkit: "
-            f"{shown(self.cuda_home) if self.cuda_device else 'not looked for without a CUDA device'}",
+            f"{self._toolkit_text() if self.cuda_device else 'not looked for without a CUDA device'}",
             "C++ extension:  " + ("can be built" if self.can_build_cpp else f"cannot be built: {self.cpp_reason}"),
             "CUDA extension: " + ("can be built" if self.can_build_cuda else f"cannot be built: {self.cuda_reason}"),
         ]
         return "\n".join([*lines, *self.notes])
+
+    def _toolkit_text(self) -> str:
+        if self.cuda_home is None:
+            return "missing"
+        if self.nvcc is None:
+            return f"{self.cuda_home} (no bin/nvcc there)"
+        return f"{self.cuda_home} (nvcc {self.nvcc_cuda or 'of unknown release'})"
 
 
 def build_tools() -> BuildTools:
@@ -150,11 +210,17 @@ def build_tools() -> BuildTools:
     headers = _python_headers()
     torch_cuda = getattr(torch.version, "cuda", None)
     cuda_device = bool(torch_cuda) and torch.cuda.is_available()
-    cuda_home = None
+    cuda_home = nvcc = nvcc_cuda = None
     if cuda_device:
         from torch.utils.cpp_extension import CUDA_HOME
 
         cuda_home = CUDA_HOME
+    if cuda_home:
+        # PyTorch takes CUDA_HOME (or CUDA_PATH) as it is, and load_inline checks neither that nvcc is there
+        # nor its version: BuildTools.toolkit_reason does.
+        candidate = nvcc_path(cuda_home)
+        if candidate.is_file():
+            nvcc, nvcc_cuda = str(candidate), nvcc_release(candidate)
     return BuildTools(
         compiler=shutil.which(_cxx()),
         ninja=ninja,
@@ -162,6 +228,8 @@ def build_tools() -> BuildTools:
         torch_cuda=torch_cuda,
         cuda_device=cuda_device,
         cuda_home=cuda_home,
+        nvcc=nvcc,
+        nvcc_cuda=nvcc_cuda,
         notes=tuple(notes),
     )
 

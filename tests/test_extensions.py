@@ -1,7 +1,8 @@
-"""gpukit.extensions: what a machine has for building PyTorch extensions (with fake CUDA machines), where
-builds are cached, telling a compilation from a cached load, and PTX excerpts. The last test compiles the
-chapter 5 CUDA extension's source against PyTorch's headers with nvcc, where both exist: the only check of
-the GPU-only launcher on a machine without a GPU."""
+"""gpukit.extensions: what a machine has for building PyTorch extensions (with fake CUDA machines, and fake
+nvcc scripts that print the real banner: a CUDA_HOME without bin/nvcc, and an nvcc whose CUDA major differs
+from torch's, are refused with the reason), where builds are cached, telling a compilation from a cached
+load, and PTX excerpts. The last tests compile the chapter 5 CUDA extension's source against PyTorch's headers
+with nvcc, where both exist: the only check of the GPU-only launcher on a machine without a GPU."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from gpukit.extensions import (
     build_tools,
     clear_stale_lock,
     extension_dir,
+    nvcc_release,
     ptx_excerpt,
     ptx_function,
     timed_build,
@@ -71,6 +73,21 @@ def test_extension_dir_is_inside_the_project(project):
     assert path.is_dir()
 
 
+def test_extension_dir_is_a_plain_private_folder_where_the_project_path_has_a_space(tmp_path, monkeypatch):
+    """ninja's build file and the compiler's flags take the folder unquoted: a space would split it."""
+    from gpukit import paths
+
+    spaced = tmp_path / "GPU Workshop" / "gpu python"
+    spaced.mkdir(parents=True)
+    monkeypatch.setenv("GPUKIT_PROJECT_ROOT", str(spaced))
+    try:
+        path = extension_dir("dense_cpp")
+        assert path.is_dir() and paths.is_plain_path(path) and str(spaced) not in str(path)
+        assert path == paths.build_dir("torch_extensions") / "dense_cpp"
+    finally:
+        shutil.rmtree(paths.socket_dir("build").parent, ignore_errors=True)
+
+
 @pytest.mark.parametrize("name", ["", "with space", "../up", "1st", None])
 def test_extension_names_must_be_identifiers(project, name):
     with pytest.raises(ValueError, match="Python identifier"):
@@ -79,7 +96,8 @@ def test_extension_names_must_be_identifiers(project, name):
 
 def tools(**changes):
     base = dict(compiler="/usr/bin/c++", ninja="/usr/bin/ninja", python_headers="/inc/Python.h",
-                torch_cuda="12.8", cuda_device=True, cuda_home="/usr/local/cuda")
+                torch_cuda="12.8", cuda_device=True, cuda_home="/usr/local/cuda", nvcc="/usr/local/cuda/bin/nvcc",
+                nvcc_cuda="12.6")
     return BuildTools(**{**base, **changes})
 
 
@@ -98,6 +116,9 @@ def test_a_complete_machine_can_build_both():
     ({"torch_cuda": None, "cuda_device": False, "cuda_home": None}, None, "not a CUDA build"),
     ({"cuda_device": False, "cuda_home": None}, None, "sees no CUDA device"),
     ({"cuda_home": None}, None, "set CUDA_HOME"),
+    ({"nvcc": None, "nvcc_cuda": None}, None, "CUDA_HOME is /usr/local/cuda, which has no bin/nvcc"),
+    ({"nvcc_cuda": None}, None, "printed no 'release X.Y'"),
+    ({"nvcc_cuda": "13.0"}, None, "is CUDA 13.0 but this PyTorch is built for CUDA 12.8"),
 ])
 def test_each_missing_piece_is_named(changes, cpp, cuda):
     machine = tools(**changes)
@@ -133,18 +154,83 @@ def test_build_tools_on_a_cpu_only_machine(monkeypatch):
     assert "not a CUDA build" in found.cuda_reason
 
 
-def test_build_tools_on_a_fake_cuda_machine(monkeypatch):
+def fake_toolkit(folder: Path, release: str | None) -> Path:
+    """A CUDA_HOME whose bin/nvcc prints a version banner like the real one (`nvcc --version` of CUDA 13.0
+    ends "Cuda compilation tools, release 13.0, V13.0.88"), or a banner without a release when None."""
+    nvcc = folder / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    last = (f"Cuda compilation tools, release {release}, V{release}.88\nBuild cuda_{release}.r{release}/compiler.0_0"
+            if release else "a wrapper that prints no version")
+    nvcc.write_text("#!/bin/sh\n"
+                    'if [ "$1" != "--version" ]; then exit 2; fi\n'
+                    "cat <<'EOF'\nnvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\n"
+                    f"{last}\nEOF\n")
+    nvcc.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def cuda_machine(monkeypatch):
+    """A machine with the C++ tools, a CUDA 13.0 build of torch and a CUDA device; CUDA_HOME is the test's."""
     import torch.utils.cpp_extension as cpp_extension
 
     monkeypatch.setattr(extensions.shutil, "which", fake_which({"c++": "/usr/bin/c++", "ninja": "/bin/ninja"}))
     monkeypatch.setattr(extensions, "_python_headers", lambda: Path(__file__))  # a file that exists
-    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/usr/local/cuda")
-    found = build_tools()
+
+    def use(cuda_home):
+        monkeypatch.setattr(cpp_extension, "CUDA_HOME", None if cuda_home is None else str(cuda_home))
+        return build_tools()
+    return use
+
+
+def test_build_tools_on_a_fake_cuda_machine(cuda_machine, tmp_path):
+    found = cuda_machine(fake_toolkit(tmp_path / "cuda-13.0", "13.0"))
     assert found.can_build_cuda, found.cuda_reason
-    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
-    assert "set CUDA_HOME" in build_tools().cuda_reason
+    assert found.nvcc == str(tmp_path / "cuda-13.0" / "bin" / "nvcc") and found.nvcc_cuda == "13.0"
+    assert f"CUDA toolkit: {tmp_path / 'cuda-13.0'} (nvcc 13.0)" in str(found)
+    assert "set CUDA_HOME" in cuda_machine(None).cuda_reason
+
+
+def test_a_cuda_home_without_nvcc_is_refused(cuda_machine, tmp_path):
+    empty = tmp_path / "not-a-toolkit"
+    empty.mkdir()
+    found = cuda_machine(empty)
+    assert not found.can_build_cuda and found.nvcc is None
+    assert f"CUDA_HOME is {empty}, which has no bin/nvcc" in found.cuda_reason
+    assert "no bin/nvcc there" in str(found)
+    # A CUDA_HOME that does not exist at all (PyTorch takes the variable as it is) is refused the same way.
+    assert "which has no bin/nvcc" in cuda_machine(tmp_path / "missing").cuda_reason
+
+
+def test_an_nvcc_of_another_cuda_major_is_refused_naming_both(cuda_machine, tmp_path):
+    found = cuda_machine(fake_toolkit(tmp_path / "cuda-12.4", "12.4"))
+    assert found.nvcc_cuda == "12.4"
+    assert not found.can_build_cuda
+    assert "is CUDA 12.4 but this PyTorch is built for CUDA 13.0" in found.cuda_reason
+    assert "load a CUDA 13 toolkit" in found.cuda_reason
+
+
+def test_the_same_major_with_another_minor_is_accepted(cuda_machine, tmp_path):
+    # PyTorch itself only warns about a different minor (minor-version compatibility).
+    found = cuda_machine(fake_toolkit(tmp_path / "cuda-13.2", "13.2"))
+    assert found.can_build_cuda, found.cuda_reason
+
+
+def test_an_nvcc_that_reports_no_release_is_refused(cuda_machine, tmp_path):
+    found = cuda_machine(fake_toolkit(tmp_path / "odd", None))
+    assert found.nvcc is not None and found.nvcc_cuda is None
+    assert "printed no 'release X.Y'" in found.cuda_reason
+
+
+def test_nvcc_release_reads_the_banner(tmp_path):
+    assert nvcc_release(fake_toolkit(tmp_path / "a", "12.9") / "bin" / "nvcc") == "12.9"
+    assert nvcc_release(tmp_path / "no-such-nvcc") is None
+    real = find_nvcc()
+    if real is not None:  # the machine's own nvcc, whatever its release
+        banner = subprocess.run([real, "--version"], capture_output=True, text=True).stdout
+        assert f"release {nvcc_release(real)}," in banner
 
 
 def test_the_compiler_is_the_one_pytorch_calls(monkeypatch):
@@ -255,18 +341,17 @@ def lesson_strings() -> dict[str, str]:
     return found
 
 
-@needs_nvcc
-def test_the_lessons_cuda_extension_source_compiles_against_pytorchs_headers(tmp_path):
-    """What load_inline would compile on a GPU machine: its own headers, then the kernel, then the launcher.
+def nvcc_compile_against_torch(cuda_source: str, folder: Path) -> str:
+    """Compile ``cuda_source`` as load_inline would on a GPU machine (its own headers first) with nvcc against
+    PyTorch's headers, into ``folder/cuda.o``; returns the object's demangled symbols ("" without nm).
 
     A CPU build of PyTorch ships the c10/cuda headers but not the one CMake generates for them
     (``c10/cuda/impl/cuda_cmake_macros.h``); a stand-in defines what a CUDA build's copy defines.
     """
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
 
-    strings = lesson_strings()
-    source = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>",
-                        strings["SIGMOID_KERNEL"], strings["SIGMOID_LAUNCHER"]])
+    tmp_path = Path(folder)
+    source = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", cuda_source])
     (tmp_path / "cuda.cu").write_text(source, encoding="utf-8")
     includes = [*include_paths(), sysconfig_include()]
     generated = Path(include_paths()[0]) / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
@@ -279,8 +364,17 @@ def test_the_lessons_cuda_extension_source_compiles_against_pytorchs_headers(tmp
                "-Xcompiler", "-fPIC", *COMMON_NVCC_FLAGS, *[f"-I{path}" for path in includes]]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    if shutil.which("nm"):
-        symbols = subprocess.run(["nm", "-C", "cuda.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+    if not shutil.which("nm"):
+        return ""
+    return subprocess.run(["nm", "-C", "cuda.o"], cwd=tmp_path, capture_output=True, text=True).stdout
+
+
+@needs_nvcc
+def test_the_lessons_cuda_extension_source_compiles_against_pytorchs_headers(tmp_path):
+    """What load_inline would compile on a GPU machine: its own headers, then the kernel, then the launcher."""
+    strings = lesson_strings()
+    symbols = nvcc_compile_against_torch(strings["SIGMOID_KERNEL"] + "\n" + strings["SIGMOID_LAUNCHER"], tmp_path)
+    if symbols:
         assert "sigmoid_forward(at::Tensor)" in symbols and "sigmoid_backward(at::Tensor, at::Tensor)" in symbols
 
 
