@@ -113,6 +113,13 @@ def torch_pin(stack: Stack) -> str:
     return [line for line in requirement_lines(stack.files) if distribution(line) == "torch"][-1]
 
 
+def start_of_today() -> str:
+    """Midnight UTC today, as uv takes it. A bare date would be read in the machine's time zone and would let in
+    files uploaded later that same day, so a lock made in the morning would be out of date by the evening."""
+    midnight = datetime.datetime.now(datetime.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def lock_date(lock: Path = LOCK) -> str:
     for line in lock.read_text(encoding="utf-8").splitlines():
         if line.startswith(EXCLUDE_NEWER_LINE):
@@ -198,7 +205,7 @@ def registry_problem() -> str | None:
 
 
 def compile_lock(exclude_newer: str) -> str:
-    """The lock's text as the resolver gives it for ``exclude_newer`` (a date, YYYY-MM-DD)."""
+    """The lock's text as the resolver gives it for ``exclude_newer`` (an RFC 3339 time in UTC)."""
     done = uv("pip", "compile", "--quiet", "--universal", "--python-version", PYTHONS[0], "--exclude-newer",
               exclude_newer, "--custom-compile-command", LOCK_COMMAND,
               *(f"requirements/{name}" for name in LOCKED_FILES))
@@ -214,7 +221,7 @@ def compile_lock(exclude_newer: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--lock", action="store_true", help="write requirements/lock.txt, resolved as of today")
+    what.add_argument("--lock", action="store_true", help="write requirements/lock.txt from files uploaded before midnight UTC today")
     what.add_argument("--check", action="store_true", help="fail if requirements/lock.txt is out of date")
     args = parser.parse_args(argv)
     problem = registry_problem()
@@ -222,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Cannot resolve: {problem}", file=sys.stderr)
         return 2
     if args.lock:
-        LOCK.write_text(compile_lock(datetime.date.today().isoformat()), encoding="utf-8")
+        LOCK.write_text(compile_lock(start_of_today()), encoding="utf-8")
         print(f"wrote {LOCK.relative_to(ROOT)}")
         return 0
     date = lock_date()
