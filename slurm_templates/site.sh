@@ -36,11 +36,21 @@
 # What build-book.sbatch and bench.sbatch run. Empty book command: the full clean rebuild.
 : "${GPU_PYTHON_BOOK_COMMAND:=}"
 : "${GPU_PYTHON_BENCH_COMMAND:=python -m gpukit bench}"
+# The CUDA stack build-book.sbatch installs (`make setup GPU=...`): cuda13 needs NVIDIA driver 580 or newer,
+# cuda12 driver 525 or newer (nvidia-smi shows the node's driver). `python -m gpukit doctor --gpu` on a GPU
+# node says which one that node needs.
+: "${GPU_PYTHON_STACK:=cuda13}"
+# The GPU preflight every GPU template runs before its work (gpu_python_preflight): each library on the
+# job's GPU, one line per check with its fix, within two minutes; a failure ends the job there, not an
+# hour into it. Empty skips it: for an environment without gpukit (a conda environment of your own), or
+# where every node is checked already (a Slurm health check or prolog). `=`, not `:=`: a value preset empty
+# in the environment skips it too.
+: "${GPU_PYTHON_PREFLIGHT_COMMAND=python -m gpukit doctor --gpu}"
 
 export GPU_PYTHON_PARTITION GPU_PYTHON_ACCOUNT GPU_PYTHON_MODULES GPU_PYTHON_CONDA_ENV GPU_PYTHON_VENV \
     GPU_PYTHON_GPU_TYPES GPU_PYTHON_HOST_IP GPU_PYTHON_MONITOR_SECONDS GPU_PYTHON_RESULTS \
     GPU_PYTHON_BOOK_COMMAND \
-    GPU_PYTHON_BENCH_COMMAND
+    GPU_PYTHON_BENCH_COMMAND GPU_PYTHON_STACK GPU_PYTHON_PREFLIGHT_COMMAND
 if [ -n "$GPU_PYTHON_PARTITION" ]; then
     export SBATCH_PARTITION="$GPU_PYTHON_PARTITION" SALLOC_PARTITION="$GPU_PYTHON_PARTITION"
 fi
@@ -74,6 +84,24 @@ gpu_python_setup() {
     echo "job ${SLURM_JOB_ID:-none} on ${SLURM_JOB_NODELIST:-$(hostname)}:" \
         "${SLURM_CPUS_PER_TASK:-?} CPUs per task, GPUs visible: ${CUDA_VISIBLE_DEVICES:-none}," \
         "python $(command -v python)"
+}
+
+# The GPU preflight (GPU_PYTHON_PREFLIGHT_COMMAND), run after gpu_python_setup so that it checks the job's
+# own environment. It returns the preflight's non-zero status when a check fails, which under
+# `set -euo pipefail` ends the job before its work starts.
+gpu_python_preflight() {
+    if [ -z "$GPU_PYTHON_PREFLIGHT_COMMAND" ]; then
+        echo "GPU preflight skipped: GPU_PYTHON_PREFLIGHT_COMMAND is empty in the site file"
+        return 0
+    fi
+    echo "GPU preflight on $(hostname): $GPU_PYTHON_PREFLIGHT_COMMAND"
+    local status=0
+    bash -c "$GPU_PYTHON_PREFLIGHT_COMMAND" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "The job stops here: the GPU preflight failed (exit status $status). The lines above name each" \
+            "failed check and its fix." >&2
+        return "$status"
+    fi
 }
 
 # The address of this node for servers other nodes must reach.

@@ -16,6 +16,9 @@ What the run proves, and what it does not:
 - the book and benchmark templates run the site file's command, which the test points at a quick
   stand-in (the benchmark at `python -m gpukit bench --quick` when gpukit has that command): the job
   plumbing is tested, not a full book build or benchmark run;
+- every template that requests a GPU runs the GPU preflight (the site file's command, here a stand-in that
+  prints a line: there is no GPU for `python -m gpukit doctor --gpu` to pass on) in its environment before
+  its work, and a failing preflight ends the job FAILED before the work starts;
 - dask-jobqueue's workers are real Slurm jobs of their own, submitted from inside the driver job.
 """
 
@@ -51,6 +54,15 @@ SUBMISSIONS = {
     "bench.sbatch": ([], [r"benchmark on GPU type any", r"benchmark command ran"]),
     "bench-each-gpu-type.sh": ([], []),  # submits bench.sbatch per type: checked by its own test
 }
+# The templates that request a GPU, and so run the GPU preflight first. The others run CPU work (the sweep's
+# NumPy, Dask's and ipyparallel's workers), where `python -m gpukit doctor --gpu` would fail for want of a GPU.
+GPU_TEMPLATES = {"one-gpu.sbatch", "bench.sbatch", "build-book.sbatch", "multi-gpu-torchrun.sbatch",
+                 "multi-node-torchrun.sbatch", "ray.sbatch"}
+# The preflight's stand-in in the jobs: a line that names the node and the Python environment it ran in.
+PREFLIGHT_LINE = "preflight stand-in ran on"
+PREFLIGHT_STAND_IN = ('python -c "import socket, sys; '
+                      f"print('{PREFLIGHT_LINE}', socket.gethostname(), 'in', sys.prefix)\"")
+PREFLIGHT_STOP = "The job stops here: the GPU preflight failed"
 
 
 def sbatch_lines(path: Path) -> list[str]:
@@ -76,6 +88,33 @@ def test_template_header_strict_mode_and_site_file(path):
         assert all(i < first_command for i, line in enumerate(lines) if line.startswith("#SBATCH"))
 
 
+def requests_gpus(path: Path) -> bool:
+    return any(re.search(r"--gpus|--gres=gpu", line) for line in sbatch_lines(path))
+
+
+def commands(path: Path) -> list[str]:
+    """The script's lines without comments and blank lines."""
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_gpu_templates_are_the_ones_that_request_gpus():
+    assert {p.name for p in SCRIPTS if p.suffix == ".sbatch" and requests_gpus(p)} == GPU_TEMPLATES
+
+
+@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.suffix == ".sbatch"], ids=lambda p: p.name)
+def test_gpu_templates_run_the_preflight_right_after_setup(path):
+    lines = commands(path)
+    setups = [i for i, line in enumerate(lines) if line == "gpu_python_setup"]
+    assert setups, f"{path.name} does not call gpu_python_setup"
+    if path.name in GPU_TEMPLATES:
+        # Every path through the script (build-book.sbatch has two) checks the GPU before anything else.
+        assert all(lines[i + 1] == "gpu_python_preflight" for i in setups), lines
+        assert lines.count("gpu_python_preflight") == len(setups)
+    else:
+        assert "gpu_python_preflight" not in lines
+
+
 def test_templates_are_clean_under_shellcheck():
     shellcheck = shutil.which("shellcheck")
     if shellcheck is None:
@@ -94,6 +133,47 @@ def test_site_file_turns_partition_and_account_into_sbatch_variables():
     unset = subprocess.run(["bash", "-c", f"set -u; source {shlex.quote(str(SITE))}; echo ${{SBATCH_PARTITION-unset}}"],
                            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
     assert unset.stdout.strip() == "unset", "with no partition in the site file, sbatch must use its default"
+
+
+def test_site_file_exports_every_setting():
+    names = re.findall(r'^: "\$\{(GPU_PYTHON_\w+?):?=', SITE.read_text(), re.M)
+    assert {"GPU_PYTHON_STACK", "GPU_PYTHON_PREFLIGHT_COMMAND"} <= set(names)
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail; source {shlex.quote(str(SITE))}; exec env"],
+                          env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
+    exported = {line.split("=", 1)[0] for line in done.stdout.splitlines()}
+    assert set(names) <= exported, f"set in site.sh but not exported to the jobs' commands: {set(names) - exported}"
+
+
+def run_preflight(**env: str) -> subprocess.CompletedProcess:
+    """site.sh's gpu_python_preflight in a strict shell, followed by the job's 'work'."""
+    script = (f"set -euo pipefail; source {shlex.quote(str(SITE))}; "
+              'echo "setting: [$GPU_PYTHON_PREFLIGHT_COMMAND]"; gpu_python_preflight; echo "the work ran"')
+    return subprocess.run(["bash", "-c", script], env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                          text=True)
+
+
+def test_site_file_preflight_default_skip_pass_and_fail():
+    # The default is read, not run: there is no GPU here for it to pass on.
+    default = subprocess.run(["bash", "-c", f"set -u; source {shlex.quote(str(SITE))}; "
+                              'printf "%s" "$GPU_PYTHON_PREFLIGHT_COMMAND"'],
+                             env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
+    assert default.stdout == "python -m gpukit doctor --gpu"
+
+    passed = run_preflight(GPU_PYTHON_PREFLIGHT_COMMAND="echo 'ok torch: matmul'")
+    assert passed.returncode == 0, passed.stderr
+    assert passed.stdout.splitlines()[1].startswith("GPU preflight on ")
+    assert passed.stdout.splitlines()[2:] == ["ok torch: matmul", "the work ran"]
+
+    skipped = run_preflight(GPU_PYTHON_PREFLIGHT_COMMAND="")  # empty in the environment: not the default
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stdout.splitlines() == [
+        "setting: []", "GPU preflight skipped: GPU_PYTHON_PREFLIGHT_COMMAND is empty in the site file",
+        "the work ran"]
+
+    failed = run_preflight(GPU_PYTHON_PREFLIGHT_COMMAND="echo 'FAIL torch: the fix'; exit 3")
+    assert failed.returncode == 3, failed
+    assert "FAIL torch: the fix" in failed.stdout and "the work ran" not in failed.stdout
+    assert PREFLIGHT_STOP in failed.stderr and "exit status 3" in failed.stderr
 
 
 # ------------------------------------------------------------------------------------------ on Slurm
@@ -134,6 +214,7 @@ def job_env(cluster):
         GPU_PYTHON_BOOK_COMMAND="python -c 'import os, gpukit; print(\"book command ran, GPUKIT_REQUIRE_GPU =\", "
                                 "os.environ[\"GPUKIT_REQUIRE_GPU\"])'",
         GPU_PYTHON_BENCH_COMMAND=quick_bench_command(),
+        GPU_PYTHON_PREFLIGHT_COMMAND=PREFLIGHT_STAND_IN,
         GLOO_SOCKET_IFNAME="lo",  # torchrun's gloo: the hostname resolves to no address inside the namespace
         OUT=str(out),
     )
@@ -178,6 +259,19 @@ def test_template_runs_on_slurm(name, cluster, job_env, jobs):
     for pattern in SUBMISSIONS[name][1]:
         assert re.search(pattern, text, re.S), f"{pattern!r} not in the output of {name}:\n{text[-3000:]}"
     assert f"Partition={PARTITION}" in cluster.run("scontrol", "show", "job", job_id).stdout
+    # The stand-in's own line (site.sh's "GPU preflight on ..." line before it quotes the command).
+    ran = re.search(rf"^{PREFLIGHT_LINE} \S+ in (.+)$", text, re.M)
+    if name not in GPU_TEMPLATES:
+        assert ran is None and "GPU preflight" not in text, f"{name} requests no GPU but ran the GPU preflight"
+        return
+    assert ran, f"{name} did not run the GPU preflight:\n{text[-3000:]}"
+    preflight = ran.start()
+    # After gpu_python_setup, in the job's environment; before anything the template's work prints.
+    assert re.search(r"^job \d+ on ", text[:preflight], re.M), text[:preflight]
+    assert ran.group(1) == sys.prefix
+    for pattern in SUBMISSIONS[name][1]:
+        work = re.search(pattern, text, re.S).start()
+        assert preflight < work, f"{name}: {pattern!r} came before the preflight:\n{text[-3000:]}"
 
 
 def test_dask_workers_are_slurm_jobs(cluster, job_env, jobs):
@@ -198,7 +292,23 @@ def test_benchmark_is_submitted_once_per_gpu_type(cluster, job_env, jobs):
         assert fields.get("JobState") == "COMPLETED", f"{fields}\n{output_of(job_env, job_id)[-3000:]}"
         assert fields.get("JobName") == f"bench-{gpu_type}"
         assert f"gpu:{gpu_type}:1" in cluster.run("scontrol", "show", "job", job_id).stdout
-        assert f"benchmark on GPU type {gpu_type}" in output_of(job_env, job_id)
+        text = output_of(job_env, job_id)
+        ran = re.search(rf"^{PREFLIGHT_LINE} ", text, re.M)
+        assert ran and ran.start() < text.find(f"benchmark on GPU type {gpu_type}"), text[-3000:]
+
+
+def test_failing_preflight_stops_the_job_before_its_work(cluster, job_env):
+    env = {**job_env, "GPU_PYTHON_PREFLIGHT_COMMAND":
+           "python -c \"import sys; print('preflight says no'); sys.exit(1)\""}
+    (job_id,) = submit(cluster, env, "one-gpu.sbatch")
+    cluster.wait([job_id], WAIT_S)
+    text = output_of(job_env, job_id)
+    fields = cluster.job_fields(job_id)
+    assert fields.get("JobState") == "FAILED" and fields.get("ExitCode") == "1:0", f"{fields}\n{text}"
+    said_no = re.search(r"^preflight says no$", text, re.M)  # its own line, not the command quoted
+    assert said_no and PREFLIGHT_STOP in text, text
+    assert said_no.start() < text.find(PREFLIGHT_STOP)
+    assert "gpu-check" not in text and "Slurm granted GPUs" not in text, f"the work ran:\n{text}"
 
 
 def sbatch_test_only(cluster, env, *options: str) -> subprocess.CompletedProcess:
