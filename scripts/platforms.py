@@ -221,7 +221,8 @@ def compile_lock(exclude_newer: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--lock", action="store_true", help="write requirements/lock.txt from files uploaded before midnight UTC today")
+    what.add_argument("--lock", action="store_true",
+                      help="write requirements/lock.txt from files uploaded before midnight UTC today")
     what.add_argument("--check", action="store_true", help="fail if requirements/lock.txt is out of date")
     args = parser.parse_args(argv)
     problem = registry_problem()
