@@ -15,6 +15,7 @@ endif
 BIN := $(VENV)/bin
 BOOK_FLAGS := -W -n --keep-going --all
 PORT ?= 8000
+LAB_PORT ?= 8888
 # GPU additions installed on top (requirements/<GPU>.txt, gpukit's extra of that name): empty for a CPU or a
 # Mac; cuda13 on an NVIDIA driver 580 or newer; cuda12 on an older one (525+), whose torch comes from
 # PyTorch's own wheel index. `python -m gpukit doctor --gpu` says which one a node needs.
@@ -46,12 +47,13 @@ CACHE_MATCHES := _build/.cache-matches-gpukit
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
 
-.PHONY: setup state-dirs book serve test lint bench clean help
+.PHONY: setup state-dirs book serve lab test lint bench clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
 	@echo "make test   - set up .venv and run every test (lint, package, notebooks, offline build, browser)"
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
+	@echo "make lab    - set up .venv and start JupyterLab on 127.0.0.1:$(LAB_PORT) as attendees get it (MyST rendered)"
 	@echo "make lint   - ruff over the package, tests, _ext and scripts (120 columns) and the notebooks (88)"
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
@@ -84,7 +86,11 @@ $(VENV)/.installed-book$(STAMP): $(REQUIREMENTS) | system-packages-book
 	$(call install,lessons$(comma)book$(GPU_EXTRA))
 
 $(VENV)/.installed-test$(STAMP): $(REQUIREMENTS) | system-packages-test
-	$(call install,lessons$(comma)book$(comma)test$(GPU_EXTRA))
+	$(call install,lessons$(comma)lab$(comma)book$(comma)test$(comma)hub$(GPU_EXTRA))
+
+# The attendee's JupyterLab: the lessons' kernel and the `lab` extra (jupyterlab-myst, nbgitpuller, the GPU dashboard).
+$(VENV)/.installed-lab$(STAMP): $(REQUIREMENTS) | system-packages-book
+	$(call install,lessons$(comma)lab$(GPU_EXTRA))
 
 state-dirs:
 	@mkdir -p "$(MPLCONFIGDIR)" "$(IPYTHONDIR)"
@@ -104,6 +110,13 @@ serve:
 	@test -f _build/html/index.html || { echo "No book built yet: run 'make book' first."; exit 1; }
 	@echo "Serving the book on http://127.0.0.1:$(PORT) (Ctrl-C stops it)"
 	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+# JupyterLab as an attendee meets it, for trying a lesson on a laptop: on 127.0.0.1 only, with the token it prints.
+# jupyter-config/ holds the attendees' JupyterLab settings (labconfig/page_config.json switches the news pop-up off).
+lab: $(VENV)/.installed-lab$(STAMP) state-dirs
+	@echo "Starting JupyterLab on http://127.0.0.1:$(LAB_PORT)/lab (Ctrl-C stops it); the lessons are in notebooks/"
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config" $(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) --ServerApp.port_retries=0 \
+		--ServerApp.root_dir="$(CURDIR)"
 
 # Notebooks are read on narrow pages and in side-by-side diffs, so they are held to 88 columns, not 120.
 lint: setup

@@ -2,8 +2,8 @@
 
 Exported here: choosing the device (:mod:`gpukit.device`), honest timing (:mod:`gpukit.timing`), memory
 arithmetic (:mod:`gpukit.memory`), the environment report (:mod:`gpukit.report`), exercise checks
-(:mod:`gpukit.exercises`), optional libraries and glue (:mod:`gpukit.optional`) and the page stamp
-(:mod:`gpukit.stamp`).
+(:mod:`gpukit.exercises`), optional libraries (:mod:`gpukit.optional`), the values the prose shows
+(:mod:`gpukit.page_values`) and the page stamp (:mod:`gpukit.stamp`).
 
 Imported from their modules:
 
@@ -44,7 +44,8 @@ from .device import (  # noqa: E402 - after the JAX setting above
 )
 from .exercises import CheckResult, check  # noqa: E402
 from .memory import DeviceMemory, device_memory, human_bytes, nbytes  # noqa: E402
-from .optional import glue, optional_import  # noqa: E402
+from .optional import optional_import  # noqa: E402
+from .page_values import glue, glued  # noqa: E402
 from .report import environment_report  # noqa: E402
 from .stamp import lesson_stamp  # noqa: E402
 from .timing import Timing, benchmark, format_seconds, synchronize  # noqa: E402
@@ -64,6 +65,7 @@ __all__ = [
     "environment_report",
     "format_seconds",
     "glue",
+    "glued",
     "human_bytes",
     "lesson_stamp",
     "mps_available",

@@ -3,7 +3,7 @@
 Workshop kernels often have NumPy, PyTorch, Matplotlib and pandas but not JAX, CuPy, Ray, Dask,
 ipyparallel or myst-nb. A lesson never crashes for one of those: :func:`optional_import` returns the module
 or ``None`` after printing which library is missing and the exact command that installs the version the
-book was built with. :func:`glue` is myst-nb's ``glue`` in the book build and does nothing without myst-nb.
+book was built with. (The values the prose shows, glued for the page, are :mod:`gpukit.page_values`.)
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import re
 import shlex
 import sys
 from pathlib import Path
-
-import numpy as np
 
 from .cuda_stacks import STACKS, torch_cuda_major
 
@@ -37,7 +35,9 @@ def distribution_of(import_name: str) -> str:
 
 
 # gpukit's extras, each read from a requirements file of the book (pyproject.toml's optional-dependencies).
-REQUIREMENT_FILES = {extra: f"requirements/{extra}.txt" for extra in ("lessons", "book", "test", "cuda13", "cuda12")}
+# In pyproject.toml's order, which is the order of gpukit's metadata.
+EXTRAS = ("lessons", "lab", "hub", "book", "test", "cuda13", "cuda12")
+REQUIREMENT_FILES = {extra: f"requirements/{extra}.txt" for extra in EXTRAS}
 
 
 def _gpukit_requirements() -> list[str]:
@@ -121,15 +121,3 @@ def optional_import(import_name: str, needed_for: str):
     except ImportError:
         print(f"Skipped: {import_name} is not installed, so {needed_for} is skipped; {install_hint(import_name)}")
         return None
-
-
-def glue(name: str, value, display: bool = False) -> None:
-    """myst-nb's ``glue`` (a value the page's prose shows) in the book build; nothing without myst-nb."""
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        return
-    # NumPy 2 writes its scalars as np.float64(...), which myst-nb cannot format with {glue:text}`key:.2f`.
-    if isinstance(value, np.generic):
-        value = value.item()
-    myst_glue(name, value, display=display)

@@ -14,6 +14,8 @@ uploaded after the lock's date (``--exclude-newer``), so a new release upstream 
 
 The stacks (requirements/*.txt are gpukit's extras of the same names):
 - ``lessons``: the lessons' kernel, on Linux x86_64 and aarch64 and on macOS 14+ on Apple silicon;
+- ``lab``: the lessons plus the attendee's JupyterLab (jupyterlab-myst, nbgitpuller, the GPU dashboard), on the
+  same platforms;
 - ``cuda13``: the lessons plus the CUDA 13 builds of JAX, CuPy and numba-cuda (Linux; driver 580+);
 - ``cuda12``: the lessons plus the CUDA 12 builds (Linux; driver 525+), whose torch comes from PyTorch's own
   wheel index. That index is out of reach from the machines the tests run on, so the CUDA 12 stack is resolved
@@ -44,7 +46,7 @@ LOCK = REQUIREMENTS / "lock.txt"
 # What the lock covers: everything pip installs for `make test`, plus the CUDA 13 additions. A lock is used as
 # pip's constraints (-c), which pin a package only if something asks for it, so one lock serves the CPU, MPS
 # and CUDA 13 installs alike.
-LOCKED_FILES = ("lessons.txt", "book.txt", "test.txt", "cuda13.txt")
+LOCKED_FILES = ("lessons.txt", "lab.txt", "hub.txt", "book.txt", "test.txt", "cuda13.txt")
 LOCK_COMMAND = "python scripts/platforms.py --lock"
 EXCLUDE_NEWER_LINE = "# Resolved from files uploaded before "
 PYTHONS = ("3.11", "3.12", "3.13")
@@ -81,6 +83,8 @@ class Stack:
 
 STACKS = (
     Stack("lessons", ("lessons.txt",), cuda=None, linux_only=False),
+    # The attendee's JupyterLab beside the kernel: a hub's user environment, `make lab` on a laptop or a Mac.
+    Stack("lab", ("lessons.txt", "lab.txt"), cuda=None, linux_only=False),
     Stack("cuda13", ("lessons.txt", "cuda13.txt"), cuda=13, linux_only=True),
     Stack("cuda12", ("lessons.txt", "cuda12.txt"), cuda=12, linux_only=True, torch_from_pytorch_index=True),
 )

@@ -1,12 +1,10 @@
 import importlib.metadata
 import sys
 
-import numpy as np
 import pytest
 
 from gpukit import optional
 from gpukit.optional import (
-    glue,
     install_command,
     install_hint,
     optional_import,
@@ -94,17 +92,3 @@ def test_install_commands_name_this_python_and_quote_extras():
     assert install_command("jax[cuda12]==0.10.2").endswith("-m pip install 'jax[cuda12]==0.10.2'")
     with pytest.raises(ValueError, match="at least one"):
         install_command()
-
-
-def test_glue_hands_numpy_scalars_to_myst_nb_as_python_numbers(monkeypatch):
-    seen = {}
-    myst_nb = pytest.importorskip("myst_nb")
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: seen.update({name: value}))
-    glue("gap", np.float64(7.5e-08))
-    glue("count", np.int64(3))
-    assert type(seen["gap"]) is float and type(seen["count"]) is int
-
-
-def test_glue_does_nothing_without_myst_nb(monkeypatch):
-    monkeypatch.setitem(sys.modules, "myst_nb", None)
-    assert glue("anything", 1) is None

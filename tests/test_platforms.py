@@ -66,7 +66,8 @@ def test_each_stack_resolves_with_one_cuda_major(resolutions, case):
 
 
 def test_torch_is_the_cuda_build_each_stack_names():
-    lessons, cuda13, cuda12 = STACKS
+    stacks = {stack.name: stack for stack in STACKS}
+    lessons, cuda13, cuda12 = stacks["lessons"], stacks["cuda13"], stacks["cuda12"]
     lessons_torch = platforms.torch_pin(lessons).split(";")[0].strip()
     assert re.fullmatch(r"torch==\d+\.\d+\.\d+", lessons_torch), "the lessons take torch from PyPI, unlabelled"
     assert platforms.torch_pin(cuda13) == platforms.torch_pin(lessons)  # PyPI's Linux torch is the CUDA 13 build
