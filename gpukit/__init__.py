@@ -43,12 +43,13 @@ from .device import (  # noqa: E402 - after the JAX setting above
     skip_unless,
 )
 from .exercises import CheckResult, check  # noqa: E402
-from .memory import DeviceMemory, device_memory, human_bytes, nbytes  # noqa: E402
+from .memory import DeviceMemory, device_memory, nbytes  # noqa: E402
 from .optional import optional_import  # noqa: E402
 from .page_values import glue, glued  # noqa: E402
 from .report import environment_report  # noqa: E402
 from .stamp import lesson_stamp  # noqa: E402
 from .timing import Timing, benchmark, format_seconds, synchronize  # noqa: E402
+from .units import human_bytes  # noqa: E402
 
 __all__ = [
     "CheckResult",

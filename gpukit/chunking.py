@@ -61,7 +61,7 @@ def describe_out_of_memory(error: BaseException) -> str:
 
     ``RuntimeError asking for 96.00 MiB``, ``OutOfMemoryError asking for 1.50 GiB``, ``MemoryError``.
     """
-    from .memory import human_bytes
+    from .units import human_bytes
 
     text = str(error)
     found = _ASKED_BYTES.search(text)

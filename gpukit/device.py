@@ -15,6 +15,8 @@ import os
 import platform
 import re
 
+from .units import human_bytes
+
 DEVICE_ENV = "GPUKIT_DEVICE"
 REQUIRE_GPU_ENV = "GPUKIT_REQUIRE_GPU"
 
@@ -120,8 +122,6 @@ def pick_device(preferred: str | None = None) -> str:
 
 def describe_device(device: str) -> str:
     """One line naming the hardware behind ``device``, e.g. ``cuda:0 (NVIDIA A100-SXM4-40GB, 40.0 GiB)``."""
-    from .memory import human_bytes
-
     device = validate_device(device)
     if not device_available(device):
         # Asking torch about an absent device fails deep inside CUDA or Metal, with a less useful message.

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from numbers import Integral
 
 import numpy as np
 
 from .arguments import is_whole_number
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+from .device import device_available, validate_device
+from .units import human_bytes
 
 
 def _itemsize(dtype) -> int:
@@ -37,18 +36,6 @@ def nbytes(shape, dtype="float32") -> int:
         if not is_whole_number(dim) or dim < 0:
             raise ValueError(f"every dimension must be a whole number >= 0; got {dim!r} in shape {shape!r}")
     return math.prod(int(d) for d in dims) * _itemsize(dtype)
-
-
-def human_bytes(count) -> str:
-    """``1536`` -> ``'1.50 KiB'``: binary units, as ``nvidia-smi`` and the allocator report them."""
-    if isinstance(count, bool) or not isinstance(count, (Integral, float)) or not math.isfinite(count) or count < 0:
-        raise ValueError(f"a byte count must be a finite number >= 0, not {count!r}")
-    value = float(count)
-    for unit in _UNITS:
-        if value < 1024 or unit == _UNITS[-1]:
-            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 FREE = "free"
@@ -81,8 +68,6 @@ class DeviceMemory:
 
 def device_memory(device: str) -> DeviceMemory:
     """Free and total memory of ``device`` (``cpu`` is the machine's RAM); see :class:`DeviceMemory`."""
-    from .device import device_available, validate_device
-
     device = validate_device(device)
     if not device_available(device):
         raise RuntimeError(f"device {device!r} is not available here")
@@ -179,8 +164,6 @@ class AllocatorMemory:
 
 def allocator_memory(device: str = "cuda") -> AllocatorMemory:
     """What PyTorch's caching allocator holds on a CUDA ``device``, and what the driver says is free."""
-    from .device import device_available, validate_device
-
     device = validate_device(device)
     if not device.startswith("cuda"):
         raise ValueError(f"allocator_memory reports PyTorch's CUDA caching allocator; {device!r} is not a CUDA "

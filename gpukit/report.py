@@ -17,9 +17,10 @@ from pathlib import Path
 
 from . import cuda_stacks
 from . import device as _device
-from .memory import device_memory, human_bytes
+from .memory import device_memory
 from .optional import distribution_of, install_command
 from .paths import project_root
+from .units import human_bytes
 
 # (import name, distribution name, what the book uses it for)
 CORE_LIBRARIES = (

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from gpukit.bench import lu_determinant  # the lesson's code (tests/test_determinants.py compares them)
-from gpukit.exercises import MPS_LU_MATRIX, MPS_PIVOTS
+from gpukit.exercises.mps import MPS_LU_MATRIX, MPS_PIVOTS
 
 
 @functools.cache

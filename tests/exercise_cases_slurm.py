@@ -1,7 +1,7 @@
 """Chapter 11 (running on a SLURM cluster): each exercise's solution, and wrong answers with a word the
 check's message must contain."""
 
-from gpukit.exercises import SLURM_SWEEP
+from gpukit.exercises.slurm import SLURM_SWEEP
 
 GPUS_PER_NODE, DATA_WORKERS = 4, 5
 

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpukit import exercises
 from gpukit.device import pick_device
-from gpukit.exercises import EXERCISES, check, compare
+from gpukit.exercises import EXERCISES, check, checking, compare
 from gpukit.random_streams import first_draws, jumped_generators, spawned_generators
 
 # Later chapters keep their cases in tests/exercise_cases_<topic>.py: SOLUTIONS maps a label to a function
@@ -154,7 +153,7 @@ def test_a_cuda_array_is_named_as_being_on_the_wrong_device(monkeypatch):
         dtype = torch.float32
         device = torch.device("cuda:0")
 
-    monkeypatch.setattr(exercises, "device_kind", lambda a: "cuda" if isinstance(a, FakeCudaArray) else "cpu")
+    monkeypatch.setattr(checking, "device_kind", lambda a: "cuda" if isinstance(a, FakeCudaArray) else "cpu")
     result = compare(FakeCudaArray(), torch.zeros(2, 3))
     assert not result and "on cuda, expected it on cpu" in result.message
 

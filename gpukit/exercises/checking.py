@@ -1,0 +1,140 @@
+"""The book's exercises and their checks: ``check("<exercise label>", answer)``.
+
+The expected answer of every exercise lives here, out of the reader's sight, as a function that computes it
+(from the run's values where the answer depends on them: those are passed by name, e.g.
+``check("ex-par-dask-mean", task, serial_errors=serial_errors)``). Where an exercise is about a method, the
+check looks at the method too (a Dask task graph was built, not a finished array). A wrong answer gets a
+message that names what is wrong (kind, library, shape, dtype, device, value or method) and never shows
+the expected value.
+
+Not to be confused with :mod:`gpukit.arguments`, which checks the arguments of gpukit's own functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Integral, Number
+
+import numpy as np
+
+from ..arrays import device_kind, is_array, library_of, to_numpy
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict on one answer. It is truthy when correct, so ``assert check(...)`` works in tests."""
+
+    correct: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __repr__(self) -> str:
+        return ("Correct: " if self.correct else "Not yet: ") + self.message
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(repr(self))
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: how to compute its answer, how closely to compare, and what the method must be.
+
+    ``expected(**context)`` computes the answer from the run's values named in ``needs``. ``method(answer,
+    **context)`` returns what is wrong with how the answer was obtained (or ``None``), and ``result(answer)``
+    turns a method-carrying answer (a Dask graph) into the value to compare.
+    """
+
+    label: str
+    expected: Callable[..., object]
+    needs: tuple[str, ...] = ()
+    rtol: float = 1e-5
+    atol: float = 0.0
+    method: Callable[..., str | None] | None = None
+    result: Callable[[object], object] | None = None
+    check_device: bool = True
+
+
+def _number(value) -> str:
+    """Whole numbers in full with thousands separators, others to six significant digits."""
+    if isinstance(value, Integral) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:.6g}"
+
+
+def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0, check_device: bool = True) -> CheckResult:
+    """Compare ``answer`` with ``expected`` and explain the first difference without revealing ``expected``.
+
+    The checks go from coarse to fine: missing answer, kind (array or number), array library, shape,
+    dtype, device, then values within ``rtol``/``atol``.
+    """
+    if answer is None or answer is Ellipsis:
+        return CheckResult(False, "replace the placeholder (None) with your answer and run the cell again.")
+    if not is_array(expected):
+        if is_array(answer) and math.prod(answer.shape) == 1:
+            answer = to_numpy(answer).item()
+        if not isinstance(answer, Number) or isinstance(answer, bool):
+            return CheckResult(False, f"expected a number, got {type(answer).__name__} {answer!r}.")
+        if not np.isclose(answer, expected, rtol=rtol, atol=atol):
+            direction = "too large" if answer > expected else "too small"
+            return CheckResult(False, f"{_number(answer)} is {direction} (allowed relative error {rtol:g}).")
+        return CheckResult(True, f"{_number(answer)} matches.")
+
+    if not is_array(answer):
+        return CheckResult(False, f"expected an array, got {type(answer).__name__}.")
+    if library_of(answer) != library_of(expected):
+        return CheckResult(False, f"expected a {library_of(expected)} array, got a {library_of(answer)} one.")
+    if tuple(answer.shape) != tuple(expected.shape):
+        return CheckResult(False, f"shape is {tuple(answer.shape)}, expected {tuple(expected.shape)}.")
+    if str(answer.dtype) != str(expected.dtype):
+        return CheckResult(False, f"dtype is {answer.dtype}, expected {expected.dtype}.")
+    if check_device and device_kind(answer) != device_kind(expected):
+        return CheckResult(False, f"the array is on {device_kind(answer)}, expected it on {device_kind(expected)}.")
+    got, want = to_numpy(answer), to_numpy(expected)
+    close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not close.all():
+        bad = np.argwhere(~close)
+        first = tuple(int(i) for i in bad[0])
+        return CheckResult(False, f"{len(bad)} of {close.size} values differ; the first at index {first} is "
+                                  f"{got[first]!r}.")
+    return CheckResult(True, f"shape {tuple(answer.shape)}, dtype {answer.dtype} and all values match.")
+
+
+EXERCISES: dict[str, Exercise] = {}
+
+
+def register(*exercises: Exercise) -> None:
+    """Add exercises to the book's registry; a label may be used once only."""
+    for exercise in exercises:
+        if exercise.label in EXERCISES:
+            raise ValueError(f"the exercise label {exercise.label!r} is registered twice")
+        EXERCISES[exercise.label] = exercise
+
+
+def check(label: str, answer, **context) -> CheckResult:
+    """Check ``answer`` to the exercise called ``label`` and say what, if anything, is wrong with it.
+
+    ``context`` carries the run's values that the exercise's answer is computed from (the exercise text says
+    which); they are inputs, never the answer itself.
+    """
+    if label not in EXERCISES:
+        raise ValueError(f"no exercise is labelled {label!r}; the labels are {sorted(EXERCISES)}")
+    exercise = EXERCISES[label]
+    missing = [name for name in exercise.needs if name not in context]
+    unexpected = sorted(set(context) - set(exercise.needs))
+    if missing or unexpected:
+        raise TypeError(f"check({label!r}, answer, ...) needs the values {list(exercise.needs)} by name; "
+                        f"missing {missing}, not expected {unexpected}")
+    if answer is None or answer is Ellipsis:
+        return compare(answer, None)
+    if exercise.method is not None:
+        wrong_method = exercise.method(answer, **context)
+        if wrong_method:
+            return CheckResult(False, wrong_method)
+    if exercise.result is not None:
+        answer = exercise.result(answer)
+    return compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
+                   check_device=exercise.check_device)

@@ -1,0 +1,153 @@
+"""Chapter 9, writing GPU kernels: what its exercises expect, and how a wrong answer is told apart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .checking import Exercise, register
+
+# The kernel exercises take the reader's kernel itself and launch it on small inputs of their own: on the GPU
+# where there is a CUDA GPU, else on Numba's CUDA simulator or in Triton's interpreter. numba and triton are
+# optional and imported inside these functions only. Before importing numba the check switches its simulator
+# on where there is no GPU (gpukit.simulators.use_cuda_simulator), which works only if nothing has imported
+# numba yet; a Triton kernel must have been decorated with TRITON_INTERPRET=1 already set (the lesson sets it
+# at the top), and the check says so when it was not. Every array is padded past its end with a sentinel, so
+# a kernel with no bounds guard or mask writes into the padding, not into someone else's memory: the
+# simulator raises IndexError, and on a GPU or in the interpreter the check sees the sentinel overwritten.
+KERNEL_N, KERNEL_THREADS, KERNEL_BLOCK = 100, 32, 256  # the exercises' sizes: n is not a multiple of either
+_SENTINEL = -123.0
+
+
+def _saxpy_inputs():
+    """a, x, y of the SAXPY exercise (float32; n = 100 items)."""
+    x = np.linspace(-1.0, 1.0, KERNEL_N, dtype=np.float32)
+    y = np.arange(KERNEL_N, dtype=np.float32) / 8
+    return np.float32(2.5), x, y
+
+
+def _saxpy_expected():
+    a, x, y = _saxpy_inputs()
+    return a * x + y
+
+
+def _launch_numba_saxpy(kernel):
+    """Launch the reader's kernel on 4 blocks of 32 threads (128 threads for 100 items); return the output
+    and whether anything was written past its end."""
+    from ..simulators import use_cuda_simulator
+
+    use_cuda_simulator()
+    from numba import cuda
+
+    a, x, y = _saxpy_inputs()
+    blocks = -(-KERNEL_N // KERNEL_THREADS)
+    padded = blocks * KERNEL_THREADS
+    buffers = [np.full(padded, _SENTINEL, dtype=np.float32) for _ in range(3)]
+    buffers[0][:KERNEL_N], buffers[1][:KERNEL_N] = x, y
+    d_x, d_y, d_out = (cuda.to_device(b) for b in buffers)
+    kernel[blocks, KERNEL_THREADS](a, d_x[:KERNEL_N], d_y[:KERNEL_N], d_out[:KERNEL_N])
+    cuda.synchronize()
+    out = d_out.copy_to_host()
+    return out[:KERNEL_N], bool((out[KERNEL_N:] != _SENTINEL).any())
+
+
+def _first_line(error) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]
+
+
+def _is_a_guarded_numba_saxpy(answer) -> str | None:
+    from ..simulators import is_numba_cuda_kernel, numba_simulating, use_cuda_simulator
+
+    if not is_numba_cuda_kernel(answer):
+        return (f"expected a Numba CUDA kernel (a function decorated with @cuda.jit), got "
+                f"{type(answer).__name__}: pass the kernel itself, not its result.")
+    if numba_simulating() is False:
+        from ..device import cuda_available
+
+        if not cuda_available():
+            return use_cuda_simulator()
+    try:
+        _, overflow = _launch_numba_saxpy(answer)
+    except IndexError as error:
+        return (f"a thread indexed past the end of an array ({_first_line(error)}): the last block has threads "
+                "with i >= n; add the bounds guard `if i < out.size:` around the work.")
+    except Exception as error:  # the reader's kernel: any error is the answer to report
+        return f"launching your kernel raised {type(error).__name__}: {_first_line(error)}"
+    if overflow:
+        return ("threads with i >= n wrote past the end of out (the GPU does not stop them): add the bounds "
+                "guard `if i < out.size:` around the work.")
+    return None
+
+
+def _numba_saxpy_output(answer):
+    return _launch_numba_saxpy(answer)[0]
+
+
+def _relu_input(device):
+    import torch
+
+    generator = torch.Generator().manual_seed(9)
+    return torch.randn(1000, generator=generator, dtype=torch.float32).to(device)
+
+
+def _triton_device() -> str:
+    from ..device import cuda_available
+
+    return "cuda" if cuda_available() else "cpu"
+
+
+def _relu_expected():
+    import torch
+
+    return torch.relu(_relu_input(_triton_device()))
+
+
+def _launch_triton_relu(kernel):
+    """Launch the reader's kernel on blocks of 256 for 1000 items (4 programs); return the output and whether
+    anything was stored past its end."""
+    import torch
+
+    device = _triton_device()
+    x = _relu_input(device)
+    n = x.numel()
+    programs = -(-n // KERNEL_BLOCK)
+    x_buffer = torch.full((programs * KERNEL_BLOCK,), 7.0, dtype=torch.float32, device=device)
+    x_buffer[:n] = x
+    out_buffer = torch.full_like(x_buffer, _SENTINEL)
+    kernel[(programs,)](x_buffer[:n], out_buffer[:n], n, BLOCK=KERNEL_BLOCK)
+    return out_buffer[:n], bool((out_buffer[n:] != _SENTINEL).any())
+
+
+def _is_a_masked_triton_relu(answer) -> str | None:
+    from ..simulators import triton_interpreting
+
+    if type(answer).__name__ not in ("JITFunction", "InterpretedFunction"):
+        return (f"expected a Triton kernel (a function decorated with @triton.jit), got {type(answer).__name__}: "
+                "pass the kernel itself.")
+    gpu = _triton_device() == "cuda"
+    if not gpu and not triton_interpreting(answer):
+        return ("your kernel was decorated without TRITON_INTERPRET=1 and there is no CUDA GPU to compile it "
+                "for: run the lesson's cell that sets it, then the cell that defines your kernel again.")
+    if gpu and triton_interpreting(answer):
+        return ("your kernel was made for Triton's CPU interpreter (TRITON_INTERPRET=1) on a machine with a "
+                "GPU: unset TRITON_INTERPRET and define the kernel again.")
+    try:
+        _, overflow = _launch_triton_relu(answer)
+    except Exception as error:  # the reader's kernel: any error is the answer to report
+        return f"launching your kernel raised {type(error).__name__}: {_first_line(error)}"
+    if overflow:
+        return ("your kernel stored values past the end of out (the last program's offsets go beyond n): "
+                "give tl.store (and tl.load) the mask offsets < n.")
+    return None
+
+
+def _triton_relu_output(answer):
+    return _launch_triton_relu(answer)[0]
+
+
+register(
+    Exercise("ex-kernels-grid-size", lambda: (1_000_003 + 255) // 256, rtol=0.0),
+    Exercise("ex-kernels-numba-saxpy", _saxpy_expected, rtol=1e-6, method=_is_a_guarded_numba_saxpy,
+             result=_numba_saxpy_output),
+    Exercise("ex-kernels-triton-relu", _relu_expected, rtol=0.0, method=_is_a_masked_triton_relu,
+             result=_triton_relu_output),
+)
