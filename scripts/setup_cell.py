@@ -99,7 +99,9 @@ def config_repository(config: Path = ROOT / "_config.yml") -> tuple[str, str]:
 
 def setup_cell(source: str) -> dict:
     """The cell as the notebooks store it: no outputs, no execution count (its id is set on writing)."""
-    return {"cell_type": "code", "execution_count": None, "id": str(INDEX), "metadata": {"tags": list(TAGS)},
+    # Collapsed in JupyterLab (its first line shows): the machinery is not the lesson. The page removes it.
+    metadata = {"jupyter": {"source_hidden": True}, "tags": list(TAGS)}
+    return {"cell_type": "code", "execution_count": None, "id": str(INDEX), "metadata": metadata,
             "outputs": [], "source": source.splitlines(keepends=True)}
 
 

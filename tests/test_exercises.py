@@ -176,4 +176,13 @@ def test_a_label_cannot_be_registered_twice():
     from gpukit.exercises import Exercise, register
 
     with pytest.raises(ValueError, match="registered twice"):
-        register(Exercise("ex-env-batch-bytes", lambda: 1))
+        register(Exercise("ex-env-batch-bytes", lambda: 1, writes="a number"))
+
+
+def test_an_exercise_says_what_the_learner_writes():
+    from gpukit.exercises import Exercise, register
+
+    with pytest.raises(ValueError, match="must say what the learner writes"):
+        register(Exercise("ex-nowhere", lambda: 1))
+    with pytest.raises(ValueError, match="must say what the learner writes"):
+        register(Exercise("ex-nowhere", lambda: 1, writes="an essay"))

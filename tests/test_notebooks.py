@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from booktoc import ROOT, toc_files
+from lesson_solutions import solutions_in
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CHECKED = "nbval-check-output"
@@ -105,13 +106,31 @@ def test_the_setup_cell_then_the_cell_that_picks_the_device_and_stamps_the_page(
     assert stamp, f"{path.name}: the cell under the setup cell must end with lesson_stamp(<needs>, device)"
 
 
-def test_every_exercise_has_a_hidden_solution(notebook):
+EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label: (\S+)")
+
+
+def test_every_exercise_has_one_collapsed_solution_that_answers_it(notebook):
+    """Each exercise: the learner's code cell calls check("<label>", ...); then one markdown {solution} cell,
+    collapsed (dropdown) on the page and in JupyterLab, whose python code checks the same label. No solution
+    is a code cell, so Run All keeps the learner's answer (conftest.py runs the solutions under nbval)."""
     path, nb = notebook
-    text = markdown(nb)
-    exercises = re.findall(r"```\{exercise\}[^\n]*\n:label: (\S+)", text)
-    solutions = re.findall(r"```\{solution-start\} (\S+)\n:class: dropdown", text)
+    assert "{solution-start}" not in markdown(nb), f"{path.name}: gated solutions put code cells in a solution"
+    exercises = [(i, label) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"
+                 for label in EXERCISE.findall(source(c))]
     assert exercises, f"{path.name}: a lesson needs at least one exercise"
-    assert sorted(exercises) == sorted(solutions), f"{path.name}: exercises {exercises} vs solutions {solutions}"
+    found = {label: (i, code) for i, c in enumerate(nb["cells"]) for label, code in solutions_in(c)}
+    assert sorted(found) == sorted(label for _, label in exercises), f"{path.name}: exercises vs solutions"
+    for at, label in exercises:
+        where, code = found[label]
+        assert where > at, f"{path.name}: the solution of {label} comes before its exercise"
+        learner = [c for c in nb["cells"][at + 1:where] if c["cell_type"] == "code"]
+        assert any(f'check("{label}"' in source(c) for c in learner), (
+            f"{path.name}: no code cell between {label} and its solution calls check({label!r}, ...)")
+        assert f'check("{label}"' in code, f"{path.name}: the solution of {label} does not call its check"
+        assert ":class: dropdown" in source(nb["cells"][where]), f"{path.name}: collapse the solution of {label}"
+        wide = [line for line in code.splitlines() if len(line) > 88]
+        assert not wide, f"{path.name}: the solution of {label} has lines over 88 columns: {wide}"
+        compile(code, f"{path.name}: solution of {label}", "exec")
 
 
 def test_no_typed_speedups_in_prose(notebook):
@@ -153,3 +172,28 @@ def test_a_lesson_that_measures_speed_runs_alone_in_the_build(notebook):
     if measures:
         assert nb["metadata"].get("gpukit", {}).get("run_alone") is True, (
             f"{path.name} times work ({measures.group(1)}): set metadata gpukit.run_alone = true")
+
+
+# ------------------------------------------------------------------------------------------ read in JupyterLab
+# What jupyterlab-myst cannot render, and so must not be in a lesson's prose: myst-nb's glue roles and directives.
+UNRENDERED_IN_JUPYTERLAB = re.compile(r"\{glue(:[a-z]+)?\}")
+EVAL_ROLE = re.compile(r"\{eval\}`([^`]*)`")
+GLUE_CALL = re.compile(r"""\bglue\(\s*["']([A-Za-z_]\w*)["']""")
+
+
+def test_prose_values_read_the_same_in_jupyterlab_and_on_the_page(notebook):
+    """Every {eval} role reads ``glued.<name>``, glued by an earlier code cell, in a kernel that imported ``glued``."""
+    path, nb = notebook
+    assert not UNRENDERED_IN_JUPYTERLAB.search(markdown(nb)), f"{path.name}: use {{eval}}`glued.<name>`, not glue roles"
+    glued_so_far, imported = set(), False
+    for index, cell in enumerate(nb["cells"]):
+        text = source(cell)
+        if cell["cell_type"] == "code":
+            glued_so_far.update(GLUE_CALL.findall(text))
+            imported = imported or bool(re.search(r"^from gpukit import [^\n]*\bglued\b", text, re.M))
+            continue
+        for expression in EVAL_ROLE.findall(text):
+            name = expression.removeprefix("glued.")
+            assert expression.startswith("glued.") and name.isidentifier(), f"{path.name} cell {index}: {expression}"
+            assert name in glued_so_far, f"{path.name} cell {index}: {expression} is not glued by a cell before it"
+            assert imported, f"{path.name} cell {index}: `glued` is not imported before {expression}"

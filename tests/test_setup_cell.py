@@ -51,7 +51,10 @@ def test_every_lesson_opens_with_the_generated_setup_cell(path):
     cell = cells[first_code]
     assert first_code == 1, f"{path.name}: the first code cell must be cell 1, right under the title; {FIX}"
     assert "".join(cell["source"]) == expected_source(), f"{path.name}: the setup cell is not the generated one; {FIX}"
-    assert cell["metadata"] == {"tags": ["remove-cell", "setup-gpukit"]}, f"{path.name}: setup cell tags; {FIX}"
+    # Removed from the page; collapsed in JupyterLab, where its first line says what it is.
+    assert cell["metadata"] == {"jupyter": {"source_hidden": True}, "tags": ["remove-cell", "setup-gpukit"]}, \
+        f"{path.name}: setup cell tags and collapse; {FIX}"
+    assert len(cell["source"][0]) <= 88 and cell["source"][0].startswith("# Setup: makes gpukit")
     assert cell["id"] == "1", f"{path.name}: cell ids are numbered as nbstripout numbers them; {FIX}"
     assert cell["outputs"] == [] and cell["execution_count"] is None, f"{path.name}: setup cell has outputs; {FIX}"
     assert [i for i, c in enumerate(cells) if setup_cell.is_setup_cell(c)] == [1], f"{path.name}: {FIX}"

@@ -63,8 +63,8 @@ def _is_a_working_tanh_function(answer) -> str | None:
 
 
 register(
-    Exercise("ex-autograd-grad-by-hand", _gradient_of_the_mean_cubic),
+    Exercise("ex-autograd-grad-by-hand", _gradient_of_the_mean_cubic, writes="a number"),
     Exercise("ex-autograd-tanh-backward", _tanh_gradient_by_autograd, rtol=1e-7, atol=1e-12,
-             method=_is_a_working_tanh_function, result=_tanh_gradient_of),
-    Exercise("ex-autograd-broken-coverage", lambda: 64 + 32 - 1),
+             method=_is_a_working_tanh_function, result=_tanh_gradient_of, writes="device code"),
+    Exercise("ex-autograd-broken-coverage", lambda: 64 + 32 - 1, writes="a number"),
 )

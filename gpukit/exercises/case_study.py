@@ -63,8 +63,8 @@ def _chunked_calls(total=10_000, chunk=4096):
 
 
 register(
-    Exercise("ex-case-batch-bytes", lambda: 2 * 4096 * 64 * 64 * np.dtype("complex64").itemsize),
+    Exercise("ex-case-batch-bytes", lambda: 2 * 4096 * 64 * 64 * np.dtype("complex64").itemsize, writes="a number"),
     Exercise("ex-case-lu-det", _determinants_of_the_case_study_batch, rtol=1e-9,
-             method=_det_without_linalg_det, result=_called_on_the_case_study_batch),
-    Exercise("ex-case-chunk-calls", _chunked_calls, rtol=0.0),
+             method=_det_without_linalg_det, result=_called_on_the_case_study_batch, writes="device code"),
+    Exercise("ex-case-chunk-calls", _chunked_calls, rtol=0.0, writes="a number"),
 )

@@ -13,12 +13,14 @@ Not to be confused with :mod:`gpukit.arguments`, which checks the arguments of g
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from numbers import Integral, Number
 
 import numpy as np
 
+from .. import device
 from ..arrays import device_kind, is_array, library_of, to_numpy
 
 
@@ -56,6 +58,7 @@ class Exercise:
     method: Callable[..., str | None] | None = None
     result: Callable[[object], object] | None = None
     check_device: bool = True
+    writes: str = ""  # what the learner writes to answer: one of WRITES
 
 
 def _number(value) -> str:
@@ -106,9 +109,23 @@ def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0, check_de
 EXERCISES: dict[str, Exercise] = {}
 
 
+# What an exercise makes the learner write. The book wants most exercises to be code that runs on the device the
+# lesson chose (or a script that a tool runs on it: a job script, a DDP script); tests/test_lesson_counts.py
+# counts them.
+WRITES = {
+    "device code": "code that runs on the chosen device (a GPU, MPS, or the CPU where there is none)",
+    "a script": "a script that a tool runs: a Slurm job script, a DDP script under torchrun",
+    "CPU code": "code that runs on the CPU by design (parallel Python, random streams)",
+    "a number": "a number worked out by hand or read from the lesson",
+}
+
+
 def register(*exercises: Exercise) -> None:
     """Add exercises to the book's registry; a label may be used once only."""
     for exercise in exercises:
+        if exercise.writes not in WRITES:
+            raise ValueError(f"{exercise.label}: writes={exercise.writes!r} must say what the learner writes, one of "
+                             f"{sorted(WRITES)}")
         if exercise.label in EXERCISES:
             raise ValueError(f"the exercise label {exercise.label!r} is registered twice")
         EXERCISES[exercise.label] = exercise
@@ -128,6 +145,11 @@ def check(label: str, answer, **context) -> CheckResult:
     if missing or unexpected:
         raise TypeError(f"check({label!r}, answer, ...) needs the values {list(exercise.needs)} by name; "
                         f"missing {missing}, not expected {unexpected}")
+    VERDICTS[label] = verdict = _verdict(exercise, answer, context)
+    return verdict
+
+
+def _verdict(exercise: Exercise, answer, context: dict) -> CheckResult:
     if answer is None or answer is Ellipsis:
         return compare(answer, None)
     if exercise.method is not None:
@@ -138,3 +160,25 @@ def check(label: str, answer, **context) -> CheckResult:
         answer = exercise.result(answer)
     return compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
                    check_device=exercise.check_device)
+
+
+# The last verdict on each label in this Python process, for the book's tests: they run each lesson's solution
+# right after the learner's cell, inside expect_a_passing_check (conftest.py), to prove that it passes there.
+VERDICTS: dict[str, CheckResult] = {}
+
+
+@contextmanager
+def expect_a_passing_check(label: str) -> Iterator[None]:
+    """Fail unless the code run inside checks ``label`` correctly, or skips (a library or the GPU it needs is
+    missing here: ``skip_unless`` said so). A solution that raises, skips nothing and checks nothing, or gets
+    "Not yet" fails with the check's message."""
+    VERDICTS.pop(label, None)
+    skips_before = len(device.SKIPS)
+    yield
+    verdict = VERDICTS.get(label)
+    if verdict is None:
+        if len(device.SKIPS) > skips_before:
+            return
+        raise AssertionError(f"the solution of {label} neither called check({label!r}, ...) nor skipped")
+    if not verdict:
+        raise AssertionError(f"the solution of {label} does not pass its check: {verdict!r}")

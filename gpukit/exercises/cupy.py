@@ -53,6 +53,6 @@ def _called_on_a_torch_tensor(answer):
 
 register(
     Exercise("ex-cupy-softmax", _softmax_on_torch, method=_runs_on_numpy_and_torch,
-             result=_called_on_a_torch_tensor),
-    Exercise("ex-cupy-transfer-bytes", lambda: 3 * 7000 * 7000 * np.dtype("float32").itemsize),
+             result=_called_on_a_torch_tensor, writes="device code"),
+    Exercise("ex-cupy-transfer-bytes", lambda: 3 * 7000 * 7000 * np.dtype("float32").itemsize, writes="a number"),
 )

@@ -16,6 +16,6 @@ def _zeros_on_the_chosen_device():
 
 
 register(
-    Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * np.dtype("float16").itemsize),
-    Exercise("ex-env-zeros-on-device", _zeros_on_the_chosen_device),
+    Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * np.dtype("float16").itemsize, writes="a number"),
+    Exercise("ex-env-zeros-on-device", _zeros_on_the_chosen_device, writes="device code"),
 )

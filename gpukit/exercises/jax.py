@@ -72,7 +72,7 @@ def _counts_after_the_hits():
 
 register(
     Exercise("ex-jax-vmap-pairwise", _pairwise_on_the_last_trial, method=_is_a_working_pairwise_function,
-             result=_called_on_the_last_trial),
-    Exercise("ex-jax-grad-by-hand", _gradient_of_x2_sin_x, rtol=1e-5, atol=1e-6),
-    Exercise("ex-jax-at-add", _counts_after_the_hits),
+             result=_called_on_the_last_trial, writes="device code"),
+    Exercise("ex-jax-grad-by-hand", _gradient_of_x2_sin_x, rtol=1e-5, atol=1e-6, writes="device code"),
+    Exercise("ex-jax-at-add", _counts_after_the_hits, writes="device code"),
 )

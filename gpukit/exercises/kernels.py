@@ -145,9 +145,9 @@ def _triton_relu_output(answer):
 
 
 register(
-    Exercise("ex-kernels-grid-size", lambda: (1_000_003 + 255) // 256, rtol=0.0),
+    Exercise("ex-kernels-grid-size", lambda: (1_000_003 + 255) // 256, rtol=0.0, writes="a number"),
     Exercise("ex-kernels-numba-saxpy", _saxpy_expected, rtol=1e-6, method=_is_a_guarded_numba_saxpy,
-             result=_numba_saxpy_output),
+             result=_numba_saxpy_output, writes="device code"),
     Exercise("ex-kernels-triton-relu", _relu_expected, rtol=0.0, method=_is_a_masked_triton_relu,
-             result=_triton_relu_output),
+             result=_triton_relu_output, writes="device code"),
 )

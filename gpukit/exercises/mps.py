@@ -23,7 +23,7 @@ def _complex64_operations_that_work(support):
 
 
 register(
-    Exercise("ex-mps-pivot-sign", _sign_of_the_pivots),
-    Exercise("ex-mps-lu-det", lambda: float(np.linalg.det(np.array(MPS_LU_MATRIX))), rtol=1e-9),
-    Exercise("ex-mps-complex-ops", _complex64_operations_that_work, needs=("support",)),
+    Exercise("ex-mps-pivot-sign", _sign_of_the_pivots, writes="a number"),
+    Exercise("ex-mps-lu-det", lambda: float(np.linalg.det(np.array(MPS_LU_MATRIX))), rtol=1e-9, writes="a number"),
+    Exercise("ex-mps-complex-ops", _complex64_operations_that_work, needs=("support",), writes="a number"),
 )

@@ -40,8 +40,8 @@ def _computed(answer):
 
 
 register(
-    Exercise("ex-par-torch-threads", _torch_threads_now),
+    Exercise("ex-par-torch-threads", _torch_threads_now, writes="CPU code"),
     Exercise("ex-par-dask-mean", _mean_of_folds, needs=("serial_errors",), rtol=1e-9,
-             method=_is_a_dask_graph_over_folds, result=_computed),
-    Exercise("ex-par-jumped", _first_draws_of_jumped_generators),
+             method=_is_a_dask_graph_over_folds, result=_computed, writes="CPU code"),
+    Exercise("ex-par-jumped", _first_draws_of_jumped_generators, writes="CPU code"),
 )

@@ -18,7 +18,8 @@ def _scaled_on_the_readings_device(readings, scale):
 
 
 register(
-    Exercise("ex-torch-on-device", _ramp_in_half_precision, needs=("device",), rtol=1e-3),
-    Exercise("ex-torch-bmm-flops", lambda: 2 * 1000 * 64 * 16 * 32),
-    Exercise("ex-torch-fix-mismatch", _scaled_on_the_readings_device, needs=("readings", "scale")),
+    Exercise("ex-torch-on-device", _ramp_in_half_precision, needs=("device",), rtol=1e-3, writes="device code"),
+    Exercise("ex-torch-bmm-flops", lambda: 2 * 1000 * 64 * 16 * 32, writes="a number"),
+    Exercise("ex-torch-fix-mismatch", _scaled_on_the_readings_device, needs=("readings", "scale"),
+             writes="device code"),
 )

@@ -41,7 +41,7 @@ def _array_task_ids(answer):
 
 
 register(
-    Exercise("ex-slurm-cpus-per-task", lambda: 4 * (1 + 5), rtol=0.0),
+    Exercise("ex-slurm-cpus-per-task", lambda: 4 * (1 + 5), rtol=0.0, writes="a number"),
     Exercise("ex-slurm-array", lambda: np.arange(SLURM_SWEEP["learning_rates"] * SLURM_SWEEP["seeds"]),
-             method=_an_array_spec_for_the_sweep, result=_array_task_ids),
+             method=_an_array_spec_for_the_sweep, result=_array_task_ids, writes="a script"),
 )

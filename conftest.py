@@ -1,0 +1,54 @@
+"""pytest's hooks for the whole book: nbval runs each lesson as tests/lesson_solutions.py describes.
+
+In the one execution that tests a lesson, each solution's code runs in a cell right after the solution, where it
+must pass its exercise's check: the lesson's own solution text, proven on every machine nbval runs on (the CPU
+here, a GPU on the GPU runner).
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "tests"))
+from lesson_solutions import as_tested  # noqa: E402
+
+try:
+    from nbval.plugin import IPyNbFile
+except ImportError:  # nbval is the test extra's; without it there is nothing to adapt
+    IPyNbFile = None
+
+
+@contextmanager
+def notebooks_read_as_tested(name: str):
+    """nbval reads the notebook with nbformat.read inside its collector: hand it the notebook as tested."""
+    read = nbformat.read
+
+    def read_as_tested(*args, **kwargs):
+        return as_tested(read(*args, **kwargs), name)
+
+    nbformat.read = read_as_tested
+    try:
+        yield
+    finally:
+        nbformat.read = read
+
+
+if IPyNbFile is not None:
+    class LessonAsTested(IPyNbFile):
+        def collect(self):
+            with notebooks_read_as_tested(self.path.name):
+                yield from super().collect()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    collected = yield
+    if IPyNbFile is None:
+        return collected
+    return [LessonAsTested.from_parent(parent, path=file_path) if type(node) is IPyNbFile else node
+            for node in collected]
