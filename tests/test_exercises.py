@@ -9,83 +9,34 @@ import numpy as np
 import pytest
 import torch
 
-from gpukit.device import pick_device
 from gpukit.exercises import EXERCISES, check, checking, compare
-from gpukit.random_streams import first_draws, jumped_generators, spawned_generators
 
-# Later chapters keep their cases in tests/exercise_cases_<topic>.py: SOLUTIONS maps a label to a function
-# returning (answer, context), WRONG_ANSWERS maps it to a function returning [(wrong answer, word the
-# message must contain), ...].
+# Each chapter keeps its cases in tests/exercise_cases_<chapter>.py, named as gpukit/exercises/<chapter>.py:
+# SOLUTIONS maps a label to a function returning (answer, context), WRONG_ANSWERS maps it to a function returning
+# [(wrong answer, word the message must contain), ...].
 CASE_MODULES = [importlib.import_module(p.stem) for p in sorted(Path(__file__).parent.glob("exercise_cases_*.py"))]
-
-# The run's values some exercises are computed from: a stand-in for the lesson's cross-validation errors.
-SERIAL_ERRORS = np.random.default_rng(0).random((8, 5))
-
-
-def dask_mean_graph(errors):
-    dask = pytest.importorskip("dask")
-    per_fold = [dask.delayed(lambda row: row)(row) for row in errors]
-    return dask.delayed(np.mean)(per_fold, axis=0)
 
 
 def solution(label):
-    """Each exercise's answer, worked out here as the lesson's solution does it."""
-    if label == "ex-env-batch-bytes":
-        return 64 * 3 * 224 * 224 * 2, {}
-    if label == "ex-env-zeros-on-device":
-        return torch.zeros(2, 3, dtype=torch.float32, device=pick_device()), {}
-    if label == "ex-cpu-gpu-matmul-flops":
-        return 2 * 3000**3, {}
-    if label == "ex-cpu-gpu-transfer-share":
-        return 180 / 250, {}
-    if label == "ex-cpu-gpu-ew-bytes":
-        return 80_000_000, {}
-    if label == "ex-par-torch-threads":
-        return torch.get_num_threads(), {}
-    if label == "ex-par-dask-mean":
-        return dask_mean_graph(SERIAL_ERRORS), {"serial_errors": SERIAL_ERRORS}
-    if label == "ex-par-jumped":
-        base = np.random.PCG64(2026)
-        return first_draws([np.random.Generator(base.jumped(i)) for i in range(4)]), {}
+    """Each exercise's answer, worked out as the lesson's solution does it."""
     for cases in CASE_MODULES:
         if label in cases.SOLUTIONS:
             return cases.SOLUTIONS[label]()
-    raise AssertionError(f"no solution written for {label}: add one to this test")
+    raise AssertionError(f"no solution written for {label}: add one to tests/exercise_cases_<chapter>.py")
 
 
 def wrong_answers(label):
     """At least two wrong answers per exercise, with a word the message must contain."""
-    if label == "ex-env-batch-bytes":
-        return [(64 * 3 * 224 * 224 * 4, "too large"), ("a lot", "expected a number")]
-    if label == "ex-env-zeros-on-device":
-        device = pick_device()
-        return [(torch.zeros(3, 2, device=device), "shape is (3, 2)"),
-                (torch.zeros(2, 3, dtype=torch.float64, device=device), "dtype is torch.float64"),
-                (torch.zeros(2, 3, device="meta"), "on meta"),
-                (np.zeros((2, 3), np.float32), "expected a torch array")]
-    if label == "ex-cpu-gpu-matmul-flops":
-        return [(3000**3, "too small"), ([3000, 3000], "expected a number")]
-    if label == "ex-cpu-gpu-transfer-share":
-        return [(60 / 130, "too small"), (None, "replace the placeholder")]
-    if label == "ex-cpu-gpu-ew-bytes":
-        return [(40_000_000, "too small"), (np.zeros(2), "expected a number")]
-    if label == "ex-par-torch-threads":
-        wrong = torch.get_num_threads() + 1
-        return [(wrong, "too large"), ("two", "expected a number")]
-    if label == "ex-par-dask-mean":
-        dask = pytest.importorskip("dask")
-        return [(SERIAL_ERRORS.mean(axis=0), "expected a Dask delayed task"),
-                (dask.delayed(SERIAL_ERRORS.mean(axis=0)), "task graph has 1 task"),
-                (dask.delayed(np.mean)([dask.delayed(r) for r in SERIAL_ERRORS], axis=1), "shape is (8,)"),
-                (dask.delayed(np.median)([dask.delayed(r) for r in SERIAL_ERRORS], axis=0), "values differ")]
-    if label == "ex-par-jumped":
-        return [(first_draws(spawned_generators(2026, 4)), "values differ"),
-                (first_draws(jumped_generators(2026, 3)), "shape is (3, 4)"),
-                (first_draws(jumped_generators(2026, 4)).astype(np.float64), "dtype is float64")]
     for cases in CASE_MODULES:
         if label in cases.WRONG_ANSWERS:
             return cases.WRONG_ANSWERS[label]()
-    raise AssertionError(f"no wrong answers written for {label}: add some to this test")
+    raise AssertionError(f"no wrong answers written for {label}: add some to tests/exercise_cases_<chapter>.py")
+
+
+def test_each_chapters_cases_are_named_as_its_answers_module():
+    modules = {p.stem for p in (Path(__file__).resolve().parents[1] / "gpukit" / "exercises").glob("*.py")}
+    cases = {p.stem.removeprefix("exercise_cases_") for p in Path(__file__).parent.glob("exercise_cases_*.py")}
+    assert cases == modules - {"__init__", "checking"}
 
 
 @pytest.mark.parametrize("label", sorted(EXERCISES))
