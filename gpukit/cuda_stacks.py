@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 
 __all__ = ["CudaStack", "STACKS", "install_command", "stack_for_driver", "torch_cuda_major"]
@@ -79,4 +78,6 @@ def install_command(stack: CudaStack, extras: str = "lessons") -> str:
     """The command that installs ``stack`` on top of the lessons, from the book's repository folder."""
     index = f" --extra-index-url {stack.torch_index}" if stack.torch_index else " -c requirements/lock.txt"
     target = shlex.quote(f".[{extras},{stack.extra}]")
-    return f"{shlex.quote(sys.executable)} -m pip install{index} -e {target}"
+    from .scripts import pip_command
+
+    return f"{pip_command()} install{index} -e {target}"

@@ -12,10 +12,10 @@ import importlib
 import importlib.metadata
 import re
 import shlex
-import sys
 from pathlib import Path
 
 from .cuda_stacks import STACKS, torch_cuda_major
+from .scripts import pip_command
 
 # Import name -> the distribution pip installs it from, where the two differ (CuPy: see distribution_of).
 DISTRIBUTIONS = {
@@ -98,11 +98,12 @@ def pinned_requirement(distribution: str) -> str:
 
 
 def install_command(*distributions: str) -> str:
-    """The exact command that installs ``distributions``, at the book's pins, into the Python running this."""
+    """The exact command that installs ``distributions``, at the book's pins, into the Python running this
+    (``%pip install ...`` in a notebook: :func:`gpukit.scripts.pip_command`)."""
     if not distributions:
         raise ValueError("name at least one distribution to install")
     specs = " ".join(shlex.quote(pinned_requirement(d)) for d in distributions)
-    return f"{shlex.quote(sys.executable)} -m pip install {specs}"
+    return f"{pip_command()} install {specs}"
 
 
 def install_hint(import_name: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,3 +67,18 @@ def run_python(*args, env: dict[str, str] | None = None, timeout: float = 300) -
     done = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=environment,
                           timeout=timeout, check=False)
     return ScriptRun(done.returncode, done.stdout, done.stderr)
+
+
+def pip_command() -> str:
+    """How to run pip for the Python running this code: ``%pip`` in a notebook's kernel (IPython's magic installs
+    into the kernel's own environment, wherever it lives, and the advice reads the same on the book's pages, with
+    no path of the machine that built them), else this interpreter's ``python -m pip``."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        shell = None
+    else:
+        shell = get_ipython()
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        return "%pip"
+    return f"{shlex.quote(sys.executable)} -m pip"

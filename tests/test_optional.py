@@ -89,6 +89,19 @@ def test_without_gpukits_metadata_the_bare_name_is_given(monkeypatch):
 
 
 def test_install_commands_name_this_python_and_quote_extras():
-    assert install_command("jax[cuda12]==0.10.2").endswith("-m pip install 'jax[cuda12]==0.10.2'")
+    assert install_command("jax[cuda12]==0.10.2") == f"{sys.executable} -m pip install 'jax[cuda12]==0.10.2'"
+
+
+def test_in_a_notebooks_kernel_the_command_is_pip_magic_with_no_path(monkeypatch):
+    """%pip installs into the kernel's environment wherever it lives; the page names no path of the build."""
+    ipython = pytest.importorskip("IPython")
+
+    class ZMQInteractiveShell:  # the class name ipykernel's shell has
+        pass
+
+    monkeypatch.setattr(ipython, "get_ipython", lambda: ZMQInteractiveShell())
+    assert install_command("jax==0.10.2") == "%pip install jax==0.10.2"
+    monkeypatch.setattr(ipython, "get_ipython", lambda: None)
+    assert install_command("jax==0.10.2").startswith(sys.executable)
     with pytest.raises(ValueError, match="at least one"):
         install_command()
