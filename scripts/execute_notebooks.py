@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -26,9 +27,15 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
+from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
+# The kernels' messages are encrypted (CurveZMQ keys the kernel manager provisions; ipykernel's kernel spec
+# declares it supports them). Without that, every kernel logs a warning that its TCP traffic is plain text, one
+# per notebook, which buried the build log's real news.
+KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def toc_notebooks() -> list[Path]:
@@ -54,9 +61,9 @@ def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
     """Run one notebook and cache it; returns (path, seconds, error)."""
     nb = nbformat.read(path, as_version=4)
     timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", timeout)
-    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout, allow_errors=False)
+    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout, allow_errors=False, config=KERNEL_CONFIG)
     if result.err is not None:
-        return path, None, f"{result.err.__class__.__name__}: {str(result.err)[-1500:]}"
+        return path, None, ANSI_ESCAPE.sub("", f"{result.err.__class__.__name__}: {str(result.err)[-1500:]}")
     cache = get_cache(str(CACHE))
     cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": result.time}),
                                 check_validity=False, overwrite=True)

@@ -1,0 +1,42 @@
+"""scripts/execute_notebooks.py: one line per notebook in the build log, and no warning where nothing is wrong."""
+
+import sys
+
+import nbformat
+import pytest
+from booktoc import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import execute_notebooks  # noqa: E402  (scripts/ is not a package)
+
+
+def notebook(tmp_path, code: str):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "lesson.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(execute_notebooks, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(execute_notebooks, "ROOT", tmp_path)
+
+
+def test_a_kernel_runs_without_the_plain_text_transport_warning(tmp_path, cache, capfd):
+    path, seconds, error = execute_notebooks.execute(notebook(tmp_path, "print(6 * 7)"), timeout=120)
+    assert error is None and seconds > 0
+    execute_notebooks.report(path, seconds, error)
+    out, err = capfd.readouterr()
+    assert "without encryption" not in out + err, err
+    assert out.strip().startswith("lesson.ipynb:") and out.strip().endswith(" s")
+
+
+def test_a_failure_is_one_plain_line(tmp_path, cache, capfd):
+    path, seconds, error = execute_notebooks.execute(notebook(tmp_path, "raise ValueError('no such size')"),
+                                                     timeout=120)
+    assert seconds is None and "ValueError" in error
+    execute_notebooks.report(path, seconds, error)
+    out, _ = capfd.readouterr()
+    assert "\x1b[" not in out and out.count("\n") == 1 and "ValueError: no such size" in out
