@@ -122,6 +122,8 @@ lab: $(VENV)/.installed-lab$(STAMP) state-dirs
 lint: setup
 	$(BIN)/ruff check gpukit tests _ext scripts
 	$(BIN)/ruff check --line-length 88 notebooks
+# The workflows run with a token and, for the GPU, on our own machine: held to zizmor's checks (offline, no API).
+	$(BIN)/zizmor --offline .github/workflows
 
 test: lint state-dirs $(CACHE_MATCHES)
 	$(BIN)/python -m pytest

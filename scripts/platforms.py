@@ -3,14 +3,19 @@
 pip can only resolve for the machine it runs on: it evaluates environment markers here, so it cannot say what
 a Mac or a GPU node would get. uv's ``pip compile --python-platform`` resolves for another platform against
 the package registry, in seconds. This script holds the platforms, Python versions and stacks the book
-promises, and is used three ways:
+promises, and is used four ways:
 
     python scripts/platforms.py            print what each platform resolves to (one line per stack)
     python scripts/platforms.py --lock     write requirements/lock.txt (every version, for every platform)
     python scripts/platforms.py --check    exit 1 if requirements/lock.txt is not what the resolver gives
+    python scripts/platforms.py --newest   the newest releases the pins allow (``==`` read as ``>=``), per platform
 
 ``tests/test_platforms.py`` runs the same resolutions in ``make test``. Every resolution excludes files
 uploaded after the lock's date (``--exclude-newer``), so a new release upstream cannot change the answer.
+``--newest`` is the other way round, an early warning of drift: it resolves the lesson set with its pins relaxed
+by scripts/drift.py, without the lock and without a date, so it says what today's releases give a reader and
+what no longer installs together (``tests/test_drift.py`` runs it in ``make test``; the scheduled workflow
+.github/workflows/drift.yml then runs the notebooks under those releases).
 
 The stacks (requirements/*.txt are gpukit's extras of the same names):
 - ``lessons``: the lessons' kernel, on Linux x86_64 and aarch64 and on macOS 14+ on Apple silicon;
@@ -39,6 +44,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# scripts/ is not a package: its sibling is importable when this file runs as a script and from the tests,
+# which put scripts/ on the import path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import drift  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "requirements"
@@ -75,10 +85,11 @@ class Stack:
     cuda: int | None  # the CUDA major every CUDA package must have; None: whatever torch brings, if any
     linux_only: bool
     torch_from_pytorch_index: bool = False
+    newest: bool = False  # the pins relaxed to the newest releases they allow, resolved without lock or date
 
     @property
     def locked(self) -> bool:
-        return not self.torch_from_pytorch_index
+        return not (self.torch_from_pytorch_index or self.newest)
 
 
 STACKS = (
@@ -90,21 +101,30 @@ STACKS = (
 )
 
 
-def cases() -> list[tuple[Stack, Platform, str]]:
+# The newest releases the lesson set allows: the lessons with the book's Sphinx stack (what the drift workflow
+# installs and `make book` builds with) on every platform, and the CUDA 13 additions on Linux. The CUDA 12 stack
+# is left out: its torch comes from PyTorch's index, which the resolver cannot reach from here.
+NEWEST_STACKS = (
+    Stack("lessons+book", ("lessons.txt", "book.txt"), cuda=None, linux_only=False, newest=True),
+    Stack("cuda13", ("lessons.txt", "cuda13.txt"), cuda=13, linux_only=True, newest=True),
+)
+
+
+def cases(stacks: tuple[Stack, ...] = STACKS) -> list[tuple[Stack, Platform, str]]:
     """Every (stack, platform, Python) the book promises."""
-    return [(stack, platform, python) for stack in STACKS for platform in PLATFORMS for python in PYTHONS
+    return [(stack, platform, python) for stack in stacks for platform in PLATFORMS for python in PYTHONS
             if platform.linux or not stack.linux_only]
+
+
+def newest_cases() -> list[tuple[Stack, Platform, str]]:
+    """Every platform and Python for the relaxed pins. Python 3.11 included: JAX 0.11 and later need 3.12, so
+    there the newest JAX stays at 0.10.x, and the two answers side by side show it."""
+    return cases(NEWEST_STACKS)
 
 
 def requirement_lines(names: Iterable[str]) -> list[str]:
     """The requirement lines of requirements/<name> files, comments and blank lines dropped."""
-    lines = []
-    for name in names:
-        for line in (REQUIREMENTS / name).read_text(encoding="utf-8").splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                lines.append(line)
-    return lines
+    return drift.requirement_lines(REQUIREMENTS / name for name in names)
 
 
 def distribution(line: str) -> str:
@@ -142,21 +162,31 @@ class ResolutionError(RuntimeError):
     pass
 
 
-def resolve(stack: Stack, platform: Platform, python: str, exclude_newer: str) -> dict[str, str]:
-    """{distribution: version} that ``stack`` installs on ``platform`` under ``python``."""
+def resolve(stack: Stack, platform: Platform, python: str, exclude_newer: str | None) -> dict[str, str]:
+    """{distribution: version} that ``stack`` installs on ``platform`` under ``python``.
+
+    A ``newest`` stack is resolved with its pins relaxed, without the lock, and with ``exclude_newer`` None:
+    from every file the registry holds today."""
+    if stack.newest != (exclude_newer is None):
+        raise ValueError("the newest releases are resolved without a date, and only they are")
     lines = requirement_lines(stack.files)
     if stack.torch_from_pytorch_index:
         lines = [line for line in lines if distribution(line) != "torch"]
+    if stack.newest:
+        lines = [drift.relax(line) for line in lines]
     with tempfile.TemporaryDirectory(prefix="gpukit-resolve-") as folder:
         inputs = Path(folder) / f"{stack.name}.in"
         inputs.write_text("\n".join(lines) + "\n", encoding="utf-8")
         args = ["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python-platform",
-                platform.uv_platform, "--python-version", python, "--exclude-newer", exclude_newer, str(inputs)]
+                platform.uv_platform, "--python-version", python, str(inputs)]
+        if exclude_newer is not None:
+            args += ["--exclude-newer", exclude_newer]
         if stack.locked:
             args += ["--constraint", str(LOCK)]
         done = uv(*args, environment=platform.environment)
     if done.returncode != 0:
-        raise ResolutionError(f"{stack.name} on {platform.name} with Python {python} does not resolve:\n"
+        what = "the newest releases the pins allow no longer install together" if stack.newest else "does not resolve"
+        raise ResolutionError(f"{stack.name} on {platform.name} with Python {python}: {what}:\n"
                               f"{done.stderr.strip()}")
     resolved = {}
     for line in done.stdout.splitlines():
@@ -198,6 +228,13 @@ def describe(stack: Stack, resolved: dict[str, str]) -> str:
     return f"{len(resolved)} packages, {cuda}: " + ", ".join(shown)
 
 
+def describe_newest(stack: Stack, resolved: dict[str, str]) -> str:
+    """``describe`` plus every pinned library the newest releases move past its pin."""
+    changed = drift.moved(drift.pins(REQUIREMENTS / name for name in stack.files), resolved)
+    moves = ", ".join(f"{name} {pin} -> {now}" for name, (pin, now) in sorted(changed.items()))
+    return describe(stack, resolved) + f"; past the pins: {moves or 'nothing'}"
+
+
 def registry_problem() -> str | None:
     """Why the package registry cannot be reached from here, or None when it can."""
     index = os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple"
@@ -228,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--lock", action="store_true",
                       help="write requirements/lock.txt from files uploaded before midnight UTC today")
     what.add_argument("--check", action="store_true", help="fail if requirements/lock.txt is out of date")
+    what.add_argument("--newest", action="store_true",
+                      help="resolve the newest releases the pins allow (== read as >=), without lock or date; "
+                           "exit 1 if any platform's set no longer installs together")
     args = parser.parse_args(argv)
     problem = registry_problem()
     if problem:
@@ -237,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         LOCK.write_text(compile_lock(start_of_today()), encoding="utf-8")
         print(f"wrote {LOCK.relative_to(ROOT)}")
         return 0
+    if args.newest:
+        return print_newest()
     date = lock_date()
     if args.check:
         fresh = compile_lock(date)
@@ -252,6 +294,24 @@ def main(argv: list[str] | None = None) -> int:
         for (stack, platform, python), resolved in zip(everything, results, strict=True):
             print(f"{stack.name:8} {platform.name:14} Python {python}: {describe(stack, resolved)}")
     return 0
+
+
+def resolve_or_error(case: tuple[Stack, Platform, str], exclude_newer: str | None) -> dict[str, str] | ResolutionError:
+    try:
+        return resolve(*case, exclude_newer=exclude_newer)
+    except ResolutionError as error:
+        return error
+
+
+def print_newest() -> int:
+    """One line per newest case: what it resolves to and what moved past its pin, or why it does not resolve."""
+    everything = newest_cases()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda case: resolve_or_error(case, None), everything))
+    for (stack, platform, python), resolved in zip(everything, results, strict=True):
+        shown = f"DOES NOT RESOLVE: {resolved}" if isinstance(resolved, Exception) else describe_newest(stack, resolved)
+        print(f"{stack.name:12} {platform.name:14} Python {python}: {shown}")
+    return 1 if any(isinstance(resolved, Exception) for resolved in results) else 0
 
 
 if __name__ == "__main__":
