@@ -35,6 +35,7 @@ CACHE = ROOT / "_build" / ".jupyter_cache"
 # declares it supports them). Without that, every kernel logs a warning that its TCP traffic is plain text, one
 # per notebook, which buried the build log's real news.
 KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
+KERNEL_STARTS = 3
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -59,9 +60,22 @@ def default_timeout() -> int:
 
 def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
     """Run one notebook and cache it; returns (path, seconds, error)."""
-    nb = nbformat.read(path, as_version=4)
-    timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", timeout)
-    result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout, allow_errors=False, config=KERNEL_CONFIG)
+    for attempt in range(1, KERNEL_STARTS + 1):
+        nb = nbformat.read(path, as_version=4)
+        timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", timeout)
+        try:
+            result = single_nb_execution(nb, cwd=str(path.parent), timeout=timeout, allow_errors=False,
+                                         config=KERNEL_CONFIG)
+            break
+        # jupyter-cache returns a cell's error; anything it raises happened before the first cell, while the
+        # kernel started. The usual cause is a race no notebook can help: the kernel manager picks free ports
+        # in this process, and a kernel started at the same moment by another one may bind the same port
+        # first ("Address already in use"). A new start picks new ports.
+        except Exception as error:  # noqa: BLE001 - reported as the notebook's failure, not raised
+            if attempt == KERNEL_STARTS:
+                return path, None, (f"the kernel did not start ({KERNEL_STARTS} tries): "
+                                    f"{error.__class__.__name__}: {error}")
+            print(f"  {path.relative_to(ROOT)}: the kernel did not start ({error}); starting another", flush=True)
     if result.err is not None:
         return path, None, ANSI_ESCAPE.sub("", f"{result.err.__class__.__name__}: {str(result.err)[-1500:]}")
     cache = get_cache(str(CACHE))

@@ -40,3 +40,29 @@ def test_a_failure_is_one_plain_line(tmp_path, cache, capfd):
     execute_notebooks.report(path, seconds, error)
     out, _ = capfd.readouterr()
     assert "\x1b[" not in out and out.count("\n") == 1 and "ValueError: no such size" in out
+
+
+def test_a_kernel_that_does_not_start_is_started_again(tmp_path, cache, monkeypatch, capfd):
+    """Two kernels started at once by two processes may pick the same free port; the second start fails before
+    any cell runs. That notebook gets a new kernel instead of ending the whole build."""
+    real, starts = execute_notebooks.single_nb_execution, []
+
+    def first_start_fails(nb, **kwargs):
+        starts.append(1)
+        if len(starts) == 1:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return real(nb, **kwargs)
+
+    monkeypatch.setattr(execute_notebooks, "single_nb_execution", first_start_fails)
+    path, seconds, error = execute_notebooks.execute(notebook(tmp_path, "print(6 * 7)"), timeout=120)
+    assert error is None and seconds > 0 and len(starts) == 2
+    assert "starting another" in capfd.readouterr().out
+
+
+def test_a_kernel_that_never_starts_is_a_reported_failure(tmp_path, cache, monkeypatch):
+    def never_starts(nb, **kwargs):
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    monkeypatch.setattr(execute_notebooks, "single_nb_execution", never_starts)
+    path, seconds, error = execute_notebooks.execute(notebook(tmp_path, "print(6 * 7)"), timeout=120)
+    assert seconds is None and "did not start" in error and "kernel_info" in error
