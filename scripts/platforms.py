@@ -7,7 +7,7 @@ promises, and is used four ways:
 
     python scripts/platforms.py            print what each platform resolves to (one line per stack)
     python scripts/platforms.py --lock     write requirements/lock.txt (every version, for every platform)
-    python scripts/platforms.py --check    exit 1 if requirements/lock.txt is not what the resolver gives
+    python scripts/platforms.py --check    exit 1 if requirements/lock.txt no longer fits the requirements
     python scripts/platforms.py --newest   the newest releases the pins allow (``==`` read as ``>=``), per platform
 
 ``tests/test_platforms.py`` runs the same resolutions in ``make test``. Every resolution excludes files
@@ -259,12 +259,43 @@ def compile_lock(exclude_newer: str) -> str:
             f"{body}")
 
 
+def pinned(text: str) -> set[tuple[str, str]]:
+    """{(distribution, version)} of a requirements text's ``name==version`` lines (markers and comments dropped)."""
+    pins = set()
+    for line in text.splitlines():
+        name, _, version = line.split("#")[0].partition("==")
+        if version:
+            pins.add((distribution(name), version.split(";")[0].strip()))
+    return pins
+
+
+def lock_problems() -> list[str]:
+    """What is wrong with the lock as the constraints of the requirements it covers; empty when nothing is.
+
+    The requirements are resolved for every platform (``--universal``) with the lock as constraints and the lock's
+    date: the lock must hold exactly the packages and versions that gives. A requirement changed without a new
+    lock then shows as a package missing from the lock, a version the lock does not have, a lock entry nothing
+    needs any more, or a resolution that fails. Comparing with a lock made anew would not do: the registry's
+    answer for a past date can still change (a file uploaded before that date may appear in the index later, as
+    a charset-normalizer release did), which would fail the check without anything of the book's changing."""
+    lock_text = LOCK.read_text(encoding="utf-8")
+    done = uv("pip", "compile", "--quiet", "--universal", "--no-header", "--no-annotate", "--python-version",
+              PYTHONS[0], "--exclude-newer", lock_date(), "--constraint", str(LOCK),
+              *(f"requirements/{name}" for name in LOCKED_FILES))
+    if done.returncode != 0:
+        return [f"the requirements do not resolve within the lock:\n{done.stderr.strip()}"]
+    resolved, locked = pinned(done.stdout), pinned(lock_text)
+    return ([f"{name}=={version} is needed but the lock lacks it" for name, version in sorted(resolved - locked)]
+            + [f"{name}=={version} is in the lock but nothing needs it" for name, version in sorted(locked - resolved)])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--lock", action="store_true",
                       help="write requirements/lock.txt from files uploaded before midnight UTC today")
-    what.add_argument("--check", action="store_true", help="fail if requirements/lock.txt is out of date")
+    what.add_argument("--check", action="store_true",
+                      help="fail if requirements/lock.txt does not hold exactly what the requirements need")
     what.add_argument("--newest", action="store_true",
                       help="resolve the newest releases the pins allow (== read as >=), without lock or date; "
                            "exit 1 if any platform's set no longer installs together")
@@ -281,12 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         return print_newest()
     date = lock_date()
     if args.check:
-        fresh = compile_lock(date)
-        if fresh != LOCK.read_text(encoding="utf-8"):
-            print(f"requirements/lock.txt differs from what the requirements resolve to: run {LOCK_COMMAND}",
-                  file=sys.stderr)
+        problems = lock_problems()
+        if problems:
+            print("requirements/lock.txt does not match the requirements:", *problems, f"run {LOCK_COMMAND}",
+                  sep="\n  ", file=sys.stderr)
             return 1
-        print("requirements/lock.txt is what the requirements resolve to")
+        print("requirements/lock.txt holds exactly what the requirements resolve to within it")
         return 0
     with ThreadPoolExecutor(max_workers=8) as pool:
         everything = list(cases())

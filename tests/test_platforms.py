@@ -77,13 +77,29 @@ def test_torch_is_the_cuda_build_each_stack_names():
     assert re.fullmatch(rf"{re.escape(lessons_torch)}\+cu12\d", cuda12_torch), cuda12_torch
 
 
-def test_the_lock_is_what_the_requirements_resolve_to():
+def test_the_lock_holds_exactly_what_the_requirements_need():
     problem = platforms.registry_problem()
     if problem:
         pytest.skip(f"cannot ask the resolver: {problem}")
-    fresh = platforms.compile_lock(platforms.lock_date())
-    assert fresh == platforms.LOCK.read_text(encoding="utf-8"), \
-        f"requirements/lock.txt is out of date: run {platforms.LOCK_COMMAND}"
+    problems = platforms.lock_problems()
+    assert not problems, "\n".join(problems + [f"requirements/lock.txt is out of date: run {platforms.LOCK_COMMAND}"])
+
+
+def test_the_lock_check_finds_a_stale_lock(tmp_path, monkeypatch):
+    """The check on planted locks: one that lacks a package the requirements need, one with a version they
+    exclude, one with an entry nothing needs."""
+    if platforms.registry_problem():
+        pytest.skip("cannot ask the resolver")
+    real = platforms.LOCK.read_text(encoding="utf-8")
+    stale = tmp_path / "lock.txt"
+    monkeypatch.setattr(platforms, "LOCK", stale)
+    # cloudpickle is only a dependency (of dask), so the lock alone pins it: dropped, it resolves unpinned
+    stale.write_text(re.sub(r"(?m)^cloudpickle==.*\n", "", real), encoding="utf-8")
+    assert any(p.startswith("cloudpickle==") and "lacks" in p for p in platforms.lock_problems())
+    stale.write_text(re.sub(r"(?m)^numpy==\S+", "numpy==1.26.4", real), encoding="utf-8")
+    assert any("do not resolve" in p for p in platforms.lock_problems())
+    stale.write_text(real + "left-pad==1.0.0\n", encoding="utf-8")
+    assert platforms.lock_problems() == ["left-pad==1.0.0 is in the lock but nothing needs it"]
 
 
 def test_gpukits_extras_are_the_requirements_files():
