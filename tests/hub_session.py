@@ -119,7 +119,9 @@ def serve_repository(branch: str, repository_path: str) -> dict:
     subprocess.run([*git, "-C", str(bare), "update-ref", "refs/heads/main", head], check=True)
     work = root / "work"
     subprocess.run([*git, "clone", "--quiet", str(bare), str(work)], check=True)
-    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    # The working tree's files as git would commit them (untracked ones too): a change is tested before its commit.
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
         source = ROOT / name
         if source.is_file():
