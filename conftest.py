@@ -1,13 +1,15 @@
 """pytest's hooks for the whole book: nbval runs each lesson as tests/lesson_solutions.py describes.
 
 In the one execution that tests a lesson, each solution's code runs in a cell right after the solution, where it
-must pass its exercise's check: the lesson's own solution text, proven on every machine nbval runs on (the CPU
-here, a GPU on the GPU runner).
+must pass its exercise's check (the lesson's own solution text, proven on every machine nbval runs on: the CPU
+here, a GPU on the GPU runner), and each hidden cell runs with names of its own, so that a visible cell that
+needs a hidden cell's name fails as code copied from the page would.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,3 +54,18 @@ def pytest_collect_file(file_path, parent):
         return collected
     return [LessonAsTested.from_parent(parent, path=file_path) if type(node) is IPyNbFile else node
             for node in collected]
+
+
+SESSION_START = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[SESSION_START] = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The lessons' counts, when this run wrote them (tests/test_lesson_counts.py): gpukit names, exercises."""
+    table = Path(__file__).parent / "_build" / "lesson-counts.md"
+    if table.is_file() and table.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
+        terminalreporter.write_sep("-", "what the lessons ask of a learner (tests/test_lesson_counts.py)")
+        terminalreporter.write_line(table.read_text(encoding="utf-8"))

@@ -26,13 +26,9 @@ Imported from their modules:
 What a reader need not see lives here, out of the way and tested like any other code.
 """
 
-import os
-
-# JAX takes 75% of a GPU's memory at its first operation unless told otherwise, which would starve PyTorch
-# in the same notebook and any other notebook on the same GPU. Every lesson imports gpukit before JAX.
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-from .device import (  # noqa: E402 - after the JAX setting above
+# Importing gpukit changes no setting of the process: a lesson that needs one (JAX's memory preallocation) sets
+# it in its own code, where the reader sees it.
+from .device import (
     NoGPUError,
     announce_device,
     available_devices,
@@ -42,14 +38,14 @@ from .device import (  # noqa: E402 - after the JAX setting above
     pick_device,
     skip_unless,
 )
-from .exercises import CheckResult, check  # noqa: E402
-from .memory import DeviceMemory, device_memory, nbytes  # noqa: E402
-from .optional import optional_import  # noqa: E402
-from .page_values import glue, glued  # noqa: E402
-from .report import environment_report  # noqa: E402
-from .stamp import lesson_stamp  # noqa: E402
-from .timing import Timing, benchmark, format_seconds, synchronize  # noqa: E402
-from .units import human_bytes  # noqa: E402
+from .exercises import CheckResult, check
+from .memory import DeviceMemory, device_memory, nbytes
+from .optional import optional_import
+from .page_values import glue, glued
+from .report import environment_report
+from .stamp import lesson_stamp
+from .timing import Timing, benchmark, format_seconds, synchronize
+from .units import human_bytes
 
 __all__ = [
     "CheckResult",

@@ -3,10 +3,10 @@ see both.
 
 - :func:`ipyparallel_cluster` and :func:`dask_cluster` configure the lesson's clusters to bind and talk on
   the loopback address only, with their files in ``_build/cache`` (:func:`gpukit.paths.state_dir`);
-- :func:`ray_may_start` and :func:`ray_init_options` decide whether Ray may start here and keep it local,
-  with its sockets on a short path (:func:`gpukit.paths.socket_dir`) whatever the clone's path;
-- :func:`listening_addresses` shows where a process and its children listen;
-- :func:`worker_count` sizes a cluster to the machine.
+- :func:`local_ray_options` is Ray's loopback-only guard: :func:`ray_may_start` decides whether Ray may start
+  here, and :func:`ray_init_options` keeps it local, with its sockets on a short path
+  (:func:`gpukit.paths.socket_dir`) whatever the clone's path;
+- :func:`listening_addresses` shows where a process and its children listen (the tests use it).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import os
 import secrets
 
 from .arguments import require_whole_number
+from .device import skip_unless
 from .paths import socket_dir, state_dir
-from .threads import one_thread_env, usable_cores
+from .threads import one_thread_env
 
 LOOPBACK = "127.0.0.1"
 ALLOW_RAY_ENV = "GPUKIT_ALLOW_RAY"
@@ -70,7 +71,6 @@ def network_interfaces() -> list[str]:
     return sorted(psutil.net_if_addrs())
 
 
-
 def ray_may_start() -> tuple[bool, str]:
     """Whether this process may start Ray here, and the reason either way.
 
@@ -107,6 +107,17 @@ def ray_init_options(num_cpus: int) -> dict:
             "_temp_dir": str(socket_dir("ray"))}
 
 
+def local_ray_options(num_cpus: int) -> dict | None:
+    """Ray's loopback-only guard: where :func:`ray_may_start` allows Ray here, the options of
+    :func:`ray_init_options` (which also sets Ray's environment, so call it before ``import ray``); elsewhere
+    ``None``, after printing why Ray is not started, as :func:`gpukit.skip_unless` prints a skip."""
+    _check_workers(num_cpus, "CPUs")
+    allowed, reason = ray_may_start()
+    if not skip_unless(allowed, reason):
+        return None
+    return ray_init_options(num_cpus)
+
+
 def listening_addresses(pid: int | None = None) -> set[str]:
     """The IP addresses on which process ``pid`` (default: this one) and all its descendants listen (TCP)."""
     import psutil
@@ -121,11 +132,3 @@ def listening_addresses(pid: int | None = None) -> set[str]:
             continue
         addresses.update(c.laddr.ip for c in connections if c.status == psutil.CONN_LISTEN)
     return addresses
-
-
-def worker_count(cores: int | None = None, cap: int = 8) -> int:
-    """How many worker processes the lesson starts: one per core, at least 2 and at most ``cap``."""
-    cores = usable_cores() if cores is None else cores
-    _check_workers(cores, "cores")
-    _check_workers(cap, "workers allowed (cap)")
-    return max(2, min(cores, cap))

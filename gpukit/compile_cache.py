@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import build_dir
+from .paths import build_dir, project_root
 
 __all__ = ["INDUCTOR_CACHE_ENV", "CompileCache", "inductor_default_cache_dir", "use_inductor_cache"]
 
@@ -43,10 +43,28 @@ class CompileCache:
         """True when the folder already held compiled work (from an earlier run) when it was chosen."""
         return self.files_before > 0
 
+    def _state(self) -> str:
+        return (f"holds {self.files_before} file(s) from earlier runs, which compilations may reuse"
+                if self.warm else "empty, so the first compilation starts from scratch")
+
     def __str__(self) -> str:
-        state = (f"holds {self.files_before} file(s) from earlier runs, which compilations may reuse"
-                 if self.warm else "empty, so the first compilation starts from scratch")
-        return f"torch.compile's cache: {self.path} (chosen by {self.chosen_by}); {state}"
+        return f"torch.compile's cache: {self.path} (chosen by {self.chosen_by}); {self._state()}"
+
+    @property
+    def shown(self) -> str:
+        """Where the cache is, as a page may print it, without the folders of the machine that built the page:
+        relative to the book's folder (``_build/cache/inductor``), or said in words where it lies elsewhere."""
+        if self.chosen_by != "gpukit":
+            return f"the folder that {INDUCTOR_CACHE_ENV} named before this run"
+        try:
+            return f"{self.path.relative_to(project_root()).as_posix()}, in the book's folder"
+        except (ValueError, FileNotFoundError):
+            return ("a private folder under the system's temporary directory (the book's own path has a space or "
+                    "a quote, which inductor's compile command would split)")
+
+    def describe(self) -> str:
+        """What :meth:`__str__` says, with the folder as :attr:`shown` puts it: what a lesson prints."""
+        return f"torch.compile's cache: {self.shown}; {self._state()}"
 
 
 def inductor_default_cache_dir() -> Path:

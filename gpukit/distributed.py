@@ -8,15 +8,13 @@
   loopback-only network namespace where one can be made (:func:`loopback_namespace`), waits at most
   ``timeout`` seconds, stops every process it started if they overrun, and returns a
   :class:`DistributedRun` with each rank's output;
-- :func:`free_port` finds a free TCP port on 127.0.0.1, :func:`worker_env` the variables that keep the
-  backends on loopback, :func:`ring_bytes_per_rank` the traffic of a ring all-reduce, and
-  :func:`import_script` loads a worker script as a module (its ``__main__`` part does not run).
+- :func:`free_port` finds a free TCP port on 127.0.0.1, and :func:`worker_env` the variables that keep the
+  backends on loopback.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import shutil
@@ -85,13 +83,6 @@ def plan_processes(wanted: int, *, gpus: int | None = None, nccl: bool | None = 
     else:
         why = "no CUDA GPU here"
     return Plan("gloo", wanted, "cpu", f"{why}, so CPU processes on gloo instead")
-
-
-def ring_bytes_per_rank(nbytes: float, world_size: int) -> float:
-    """Bytes each rank sends in a ring all-reduce of ``nbytes``: 2 (N - 1) / N of the data."""
-    require_positive("the size in bytes", nbytes)
-    require_whole_number("the world size", world_size, 1)
-    return 2 * (world_size - 1) / world_size * nbytes
 
 
 # ------------------------------------------------------------------------------------------ network
@@ -293,27 +284,3 @@ def run_torchrun(script, *args, nproc: int, timeout: float = 120, threads: int =
     seconds = time.perf_counter() - started
     stdout, stderr = _read_rank_logs(log_dir)
     return DistributedRun(process.returncode, stdout, stderr, output or "", seconds, where, tuple(command))
-
-
-def import_script(path, name: str | None = None):
-    """Load the Python file ``path`` as a module (its ``if __name__ == "__main__":`` part does not run)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no script at {path}")
-    spec = importlib.util.spec_from_file_location(name or path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# ------------------------------------------------------------------------------------------ model parallel
-def stage_devices(stages: int = 2, *, gpus: int | None = None) -> tuple[list[str], str]:
-    """Devices for a model split into ``stages`` pieces: one CUDA GPU each where there are enough, else the
-    CPU for every stage (the code is the same; only the copies between stages cost nothing). With a reason."""
-    require_whole_number("the number of stages", stages, 1)
-    if gpus is None:
-        gpus = _gpu_facts()[0]
-    if gpus >= stages:
-        return [f"cuda:{i}" for i in range(stages)], f"{gpus} CUDA GPU(s) here: one stage per GPU"
-    return ["cpu"] * stages, (f"{gpus} CUDA GPU(s) here, fewer than the {stages} stages: every stage on the CPU, "
-                              "so the moves between stages are no-ops")

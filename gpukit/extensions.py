@@ -15,7 +15,8 @@ nor nvcc's version (only ``setup.py`` builds through ``BuildExtension`` compare 
   PyTorch rebuilds only when the sources or flags change, so a second run of a notebook loads the module
   from there instead of compiling again;
 - :func:`timed_build` times a build and tells a compilation from a load out of that cache;
-- :func:`ptx_excerpt` picks the telling lines of one kernel out of nvcc's PTX.
+- :func:`ptx_excerpt` picks the telling lines of one kernel out of nvcc's PTX, and :func:`ptx_listing` compiles a
+  kernel's source to PTX with nvcc (no GPU needed) and offers its kernels' names and those excerpts.
 """
 
 from __future__ import annotations
@@ -328,3 +329,40 @@ def ptx_excerpt(ptx: str, entry: str, highlights: Iterable[str] = PTX_HIGHLIGHTS
     lines = ptx_function(ptx, entry).splitlines()
     kept = [" ".join(line.split()) for line in lines[1:] if any(h in line for h in highlights)]
     return "\n".join([lines[0].strip(), *kept])
+
+
+@dataclass(frozen=True)
+class PTXListing:
+    """nvcc's PTX for one CUDA source: the kernels it defines, and the telling lines of any of them."""
+
+    text: str
+    arch: str
+
+    @property
+    def entries(self) -> list[str]:
+        """The (mangled) names of the kernels the PTX defines, in order."""
+        from .kernels import ptx_entries
+
+        return ptx_entries(self.text)
+
+    def entry(self, containing: str) -> str:
+        """The one kernel whose name contains ``containing`` (``"forward_kernelIf"``: the ``float`` instance)."""
+        found = [name for name in self.entries if containing in name]
+        if len(found) != 1:
+            raise ValueError(f"{len(found)} kernels' names contain {containing!r}; the kernels are {self.entries}")
+        return found[0]
+
+    def excerpt(self, containing: str) -> str:
+        """:func:`ptx_excerpt` of the kernel whose name contains ``containing``."""
+        return ptx_excerpt(self.text, self.entry(containing))
+
+
+def ptx_listing(source: str, arch: str = "sm_80") -> PTXListing | None:
+    """Compile the CUDA ``source`` to PTX for ``arch`` with nvcc, which needs no GPU; ``None`` where nvcc (NVIDIA's
+    CUDA toolkit) is not installed. A source that does not compile raises :class:`gpukit.kernels.CudaCompileError`
+    with nvcc's message."""
+    from .kernels import compile_cuda, find_nvcc
+
+    if find_nvcc() is None:
+        return None
+    return PTXListing(text=compile_cuda(source, arch=arch, output="ptx"), arch=arch)

@@ -1,46 +1,14 @@
-"""Launch configurations: how many blocks a grid needs, how much of a warp and of an SM a block fills, and a
-picture of which threads of a grid do work.
+"""Launch configurations: how many blocks a grid needs, and a picture of which threads of a grid do work.
 
-A CUDA kernel is launched on a **grid** of **blocks** of **threads**. The hardware runs threads in **warps**
-of 32 that execute together, and a streaming multiprocessor (SM) holds at most a fixed number of blocks,
-warps and threads at once. Those limits come from NVIDIA's CUDA C++ Programming Guide ("Technical
-Specifications per Compute Capability"); :data:`SM_LIMITS` holds them for the usual compute capabilities.
-
-:func:`sm_fill` is the simplest occupancy estimate: how many threads of a given block size an SM can hold,
-counting only the block, warp and thread limits (registers and shared memory can lower it further).
-:func:`draw_launch` draws a small launch: a box per thread, coloured by block, crossed where the thread's
-global index is past the end of the data and the bounds guard sends it home.
+A CUDA kernel is launched on a **grid** of **blocks** of **threads**. :func:`blocks_for` is the number of blocks
+for ``n`` items (``n / threads`` rounded up); :func:`draw_launch` draws a small launch: a box per thread, coloured by
+block, crossed where the thread's global index is past the end of the data and the bounds guard sends it home.
+Chapter 9 does the arithmetic of warps and of an SM's limits in plain code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .arguments import require_whole_number
-
-WARP_SIZE = 32  # threads per warp on every NVIDIA GPU so far
-LIMITS_SOURCE = ('NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" '
-                 "(maximum resident blocks, warps and threads per SM)")
-
-
-@dataclass(frozen=True)
-class SMLimits:
-    """What one SM can hold at once, for one compute capability."""
-
-    blocks: int  # resident blocks
-    warps: int  # resident warps
-    threads: int  # resident threads (warps * 32)
-    example: str  # a GPU of that compute capability
-
-
-SM_LIMITS: dict[str, SMLimits] = {
-    "7.0": SMLimits(32, 64, 2048, "V100"),
-    "7.5": SMLimits(16, 32, 1024, "T4"),
-    "8.0": SMLimits(32, 64, 2048, "A100"),
-    "8.6": SMLimits(16, 48, 1536, "RTX 3090, A40"),
-    "8.9": SMLimits(24, 48, 1536, "RTX 4090, L40S"),
-    "9.0": SMLimits(32, 64, 2048, "H100, H200"),
-}
 
 
 def blocks_for(n: int, threads_per_block: int) -> int:
@@ -48,42 +16,6 @@ def blocks_for(n: int, threads_per_block: int) -> int:
     n = require_whole_number("n", n, 0)
     threads_per_block = require_whole_number("threads_per_block", threads_per_block, 1)
     return (n + threads_per_block - 1) // threads_per_block
-
-
-def warps_per_block(threads_per_block: int) -> int:
-    """Warps a block occupies: a block of 1 thread still takes a whole warp."""
-    return blocks_for(threads_per_block, WARP_SIZE)
-
-
-def lanes_used(threads_per_block: int) -> float:
-    """The share of its warps' 32 lanes that a block's threads fill (1.0 for a multiple of 32)."""
-    return threads_per_block / (warps_per_block(threads_per_block) * WARP_SIZE)
-
-
-@dataclass(frozen=True)
-class SMFill:
-    """How full one SM gets with blocks of one size, by the block, warp and thread limits alone."""
-
-    threads_per_block: int
-    blocks: int  # resident blocks
-    threads: int  # resident threads that do work
-    share: float  # threads / the SM's maximum resident threads
-    limited_by: str  # "blocks" or "warps"
-
-
-def sm_fill(threads_per_block: int, capability: str = "8.0") -> SMFill:
-    """How many blocks of ``threads_per_block`` threads fit on one SM of ``capability`` and how full it is."""
-    threads_per_block = require_whole_number("threads_per_block", threads_per_block, 1)
-    if threads_per_block > 1024:
-        raise ValueError(f"a block has at most 1024 threads, not {threads_per_block}")
-    if capability not in SM_LIMITS:
-        raise ValueError(f"no SM limits for compute capability {capability!r}; known: {sorted(SM_LIMITS)}")
-    limits = SM_LIMITS[capability]
-    by_warps = limits.warps // warps_per_block(threads_per_block)
-    blocks = min(limits.blocks, by_warps)
-    threads = blocks * threads_per_block
-    return SMFill(threads_per_block, blocks, threads, threads / limits.threads,
-                  "blocks" if limits.blocks < by_warps else "warps")
 
 
 def draw_launch(n: int, threads_per_block: int, ax=None):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from .timing import Timing, benchmark, synchronize
 
-__all__ = ["Overlap", "size_to_match", "time_overlap"]
+__all__ = ["Overlap", "time_overlap"]
 
 HOWS = ("async", "threads")
 
@@ -136,21 +136,6 @@ class Overlap:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms" if abs(seconds) < 10 else f"{seconds:.1f} s"
-
-
-def size_to_match(total: int, total_seconds: float, target_seconds: float) -> int:
-    """How many of ``total`` items take about ``target_seconds``, if all of them take ``total_seconds``
-    (work proportional to the count): at least 1, at most ``total``.
-
-    Overlap can hide at most the shorter of two pieces, so a comparison is clearest when both take about
-    as long: on a GPU, cut the host's piece to the GPU's time.
-    """
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        raise ValueError(f"total must be a positive whole number, not {total!r}")
-    for name, value in (("total_seconds", total_seconds), ("target_seconds", target_seconds)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-    return max(1, min(total, round(total * target_seconds / total_seconds)))
 
 
 def time_overlap(first: Callable[[], object], second: Callable[[], object], *, how: str = "async",

@@ -12,21 +12,19 @@ library sees it:
 
 :func:`use_cuda_simulator` and :func:`use_triton_interpreter` set the variable only where there is no CUDA
 GPU (on a GPU the kernels should run for real) and return a sentence saying what they did.
-:func:`numba_simulating` and :func:`triton_interpreting` tell which mode a process or a kernel is in.
-:func:`run_script` runs a demonstration that would harm the notebook (an out-of-bounds store that corrupts
-the heap) in a child process, and :func:`how_it_ended` says how that process ended, naming a signal.
+:func:`numba_simulating` and :func:`triton_interpreting` tell which mode a process or a kernel is in, and
+:func:`is_numba_cuda_kernel` whether an object is a Numba CUDA kernel. Chapter 9 sets the two variables in plain
+code; the exercise checks (:mod:`gpukit.exercises.kernels`) use these functions to launch a reader's kernel in the
+mode the reader's notebook is in.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import MutableMapping
 
 from .device import cuda_available
-from .paths import state_dir
-from .scripts import ScriptRun, run_python
 
 NUMBA_FLAG = "NUMBA_ENABLE_CUDASIM"
 TRITON_FLAG = "TRITON_INTERPRET"
@@ -92,34 +90,3 @@ def triton_interpreting(kernel) -> bool:
 def is_numba_cuda_kernel(kernel) -> bool:
     """Whether ``kernel`` is a ``@cuda.jit`` kernel, simulated (``FakeCUDAKernel``) or real (``CUDADispatcher``)."""
     return type(kernel).__name__ in ("FakeCUDAKernel", "CUDADispatcher")
-
-
-def run_script(source: str, name: str = "demo", *, env: dict[str, str] | None = None,
-               timeout: float = 300) -> ScriptRun:
-    """Write ``source`` to ``<repo>/_build/cache/kernel-scripts/<name>.py`` and run it in a child Python.
-
-    Where there is no CUDA GPU the child gets ``TRITON_INTERPRET=1`` and ``NUMBA_ENABLE_CUDASIM=1``, as the
-    notebook does; ``env`` adds to or overrides the environment.
-    """
-    if not isinstance(source, str) or not source.strip():
-        raise ValueError("source must be the text of a Python script")
-    if not name.isidentifier():
-        raise ValueError(f"name must be a plain identifier such as 'unmasked_store', not {name!r}")
-    path = state_dir("kernel-scripts") / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    flags = {} if cuda_available() else {TRITON_FLAG: "1", NUMBA_FLAG: "1"}
-    return run_python(path, env={**flags, **(env or {})}, timeout=timeout)
-
-
-def how_it_ended(run: ScriptRun) -> str:
-    """A sentence for how a child process ended: success, an exception, or a signal (named)."""
-    if run.ok:
-        return "The process ended normally (exit status 0)."
-    if run.returncode < 0:
-        try:
-            sig = signal.Signals(-run.returncode)
-            description = signal.strsignal(sig) or sig.name
-            return f"The process was killed by signal {sig.name} ({description})."
-        except ValueError:
-            return f"The process was killed by signal {-run.returncode}."
-    return f"The process failed with exit status {run.returncode}: {run.error}"

@@ -14,11 +14,14 @@ disturbances only add time. Whatever is still off after that is flagged in the t
 ``flag``) rather than silently kept: :func:`noise_report` puts it in words for the page,
 :func:`gpukit.plots.plot_sweep` draws it apart and leaves it out of the speed-up panel, and
 :func:`crossover` does not use it.
+
+:func:`sweep_and_plot` is the lot in one call, for a lesson: the sweep, its plot with the reference curves of the
+files in ``data/benchmarks/``, and the noise report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -266,3 +269,50 @@ def crossover(results: pd.DataFrame, case: str, baseline: str) -> int | None:
             break
         winner = int(n)
     return winner
+
+
+def sweep_and_plot(
+    sizes: Iterable[int],
+    cases: Mapping[str, Callable[[int], Callable[[], object]]],
+    *,
+    baseline: str,
+    threads: Mapping[str, int] | None = None,
+    flops: Callable[[int], float] | None = None,
+    bytes_moved: Callable[[int], float] | None = None,
+    reference: tuple[str, str] | None = None,
+    xlabel: str = "problem size n",
+    title: str | None = None,
+    desc: str = "sweep",
+    repeats: int = 5,
+    file=None,
+) -> pd.DataFrame:
+    """The long machinery of a size sweep in one call: time, plot, compare with files, report noise.
+
+    ``cases`` maps a name to ``make(n)``, which prepares size ``n`` and returns the call to time (as for
+    :class:`Case`); ``threads`` maps some of those names to a CPU thread count to hold while they are timed.
+    Runs :func:`size_sweep`, draws :func:`gpukit.plots.plot_sweep` with the speed-up over ``baseline`` and,
+    given ``reference=(benchmark, dtype)``, the curves of the files in ``data/benchmarks/``
+    (:func:`gpukit.plots.overlay_reference_curves`), and prints :func:`noise_report` to ``file`` (stdout when
+    omitted). Returns the sweep's table with its ``speedup`` column (:func:`add_speedup`).
+    """
+    import sys
+
+    from .benchmark_files import reference_curves
+    from .plots import overlay_reference_curves, plot_sweep
+
+    if not isinstance(cases, Mapping) or not cases:
+        raise ValueError(f"cases must be a non-empty dict of name -> make(n), not {cases!r}")
+    if baseline not in cases:
+        raise ValueError(f"baseline {baseline!r} is not one of the cases {list(cases)}")
+    threads = dict(threads or {})
+    unknown = sorted(set(threads) - set(cases))
+    if unknown:
+        raise ValueError(f"threads names cases that do not exist: {unknown}; the cases are {list(cases)}")
+    sweep = size_sweep(sizes, [Case(name, make, threads=threads.get(name)) for name, make in cases.items()],
+                       flops=flops, bytes_moved=bytes_moved, repeats=repeats, desc=desc, file=file)
+    fig = plot_sweep(sweep, baseline=baseline, xlabel=xlabel, title=title)
+    if reference is not None:
+        benchmark_name, dtype = reference
+        overlay_reference_curves(fig, reference_curves(benchmark_name, dtype))
+    print("\n".join(noise_report(sweep)), file=file or sys.stdout)
+    return add_speedup(sweep, baseline)

@@ -1,21 +1,21 @@
-"""Looking at a training run: did the loss fall, and a plot of how it fell.
+"""Looking at a training run: a plot of how the loss fell.
 
 The training loop itself belongs in the lesson, where the reader sees every step (forward pass, loss,
-``backward``, optimiser step). What a lesson does with the losses afterwards lives here. Losses may be a
-list of numbers, a NumPy array, or a torch tensor on any device (a loop that keeps ``loss.detach()`` and
-stacks the results at the end never waits for the GPU inside the loop, as ``loss.item()`` would).
+``backward``, optimiser step), and so does reading its first and last loss. What is left is the plot. Losses
+may be a list of numbers (``loss.item()`` at each step), a list of one-element tensors, a NumPy array, or a
+torch tensor on any device (a loop that keeps ``loss.detach()`` and stacks the results at the end never waits
+for the GPU inside the loop, as ``loss.item()`` does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from .arrays import is_array, to_numpy
 
-__all__ = ["LossSummary", "loss_summary", "plot_losses"]
+__all__ = ["plot_losses"]
 
 DASHES = ("-", "--", ":", "-.")
 
@@ -39,35 +39,6 @@ def _as_curve(losses, name: str = "losses") -> np.ndarray:
         raise ValueError(f"{name} contains NaN or infinite values: the training diverged (try a smaller "
                          "learning rate)")
     return values
-
-
-@dataclass(frozen=True)
-class LossSummary:
-    """The first and last loss of a run and the number of steps between them."""
-
-    first: float
-    last: float
-    steps: int
-
-    @property
-    def fell(self) -> bool:
-        return self.last < self.first
-
-    @property
-    def factor(self) -> float:
-        """How many times smaller the last loss is than the first (below 1 when it grew)."""
-        return self.first / self.last if self.last > 0 else float("inf")
-
-    def __str__(self) -> str:
-        change = (f"fell by a factor of {self.factor:.3g}" if self.fell
-                  else "did NOT fall: check the learning rate and the data")
-        return f"loss {self.first:.4g} -> {self.last:.4g} over {self.steps} steps: it {change}"
-
-
-def loss_summary(losses) -> LossSummary:
-    """Summarise one run's losses (one per step, any array library or device, or a list)."""
-    curve = _as_curve(losses)
-    return LossSummary(first=float(curve[0]), last=float(curve[-1]), steps=int(curve.size))
 
 
 def plot_losses(curves: Mapping[str, object], *, title: str = "training loss", log: bool = True):

@@ -1,10 +1,58 @@
 """Chapter 5 (autograd and custom operations): each exercise's solution, and wrong answers with a word the
-check's message must contain."""
+check's message must contain. The device exercises run on the chosen device (a GPU where the tests have one);
+their wrong answers are the classic mistakes: a forgotten minus sign or ``grad_y``, gradients that accumulate
+in ``.grad``, a tensor made on the host inside a backward, a forward changed by mistake."""
 
 import numpy as np
 import torch
 
+from gpukit.device import pick_device
 
+
+def _context():
+    return {"device": pick_device()}
+
+
+# ------------------------------------------------------------------------------------- ex-autograd-forces
+def forces(positions):
+    x = positions.detach().requires_grad_()
+    i, j = torch.triu_indices(len(x), len(x), offset=1, device=x.device)
+    energy = (1 / (x[i] - x[j]).norm(dim=-1)).sum()
+    (gradient,) = torch.autograd.grad(energy, x)
+    return -gradient
+
+
+def forces_without_the_minus(positions):
+    return -forces(positions)
+
+
+def forces_that_accumulate(positions):  # backward() on the caller's tensor: .grad adds up from call to call
+    positions.requires_grad_()
+    i, j = torch.triu_indices(len(positions), len(positions), offset=1, device=positions.device)
+    (1 / (positions[i] - positions[j]).norm(dim=-1)).sum().backward()
+    return -positions.grad.clone()
+
+
+def forces_that_mark_the_callers_tensor(positions):  # right values, but the caller's tensor now requires grad
+    positions.requires_grad_()
+    i, j = torch.triu_indices(len(positions), len(positions), offset=1, device=positions.device)
+    (gradient,) = torch.autograd.grad((1 / (positions[i] - positions[j]).norm(dim=-1)).sum(), positions)
+    return -gradient
+
+
+def forces_counting_each_pair_twice(positions):  # every pair, both ways: twice the energy
+    x = positions.detach().requires_grad_()
+    distance = (x[:, None, :] - x[None, :, :]).norm(dim=-1) + torch.eye(len(x), device=x.device)
+    mask = 1 - torch.eye(len(x), device=x.device)
+    (gradient,) = torch.autograd.grad((mask / distance).sum(), x)
+    return -gradient
+
+
+def forces_on_the_cpu(positions):
+    return forces(positions.cpu())
+
+
+# ------------------------------------------------------------------------------ ex-autograd-tanh-backward
 def tanh_function(backward_formula):
     """A Function computing tanh, whose backward is ``backward_formula(grad_y, y)``, as the lesson's Tanh."""
 
@@ -38,17 +86,20 @@ class Exp(torch.autograd.Function):
         return grad_y * y
 
 
-def _mean_cubic_gradient_by_autograd():
-    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    (x**3 - 2 * x).mean().backward()
-    return x.grad
+def _ones_on_the_host(grad_y, y):  # a constant with a dimension, made on the host: fails on a GPU
+    return grad_y * (torch.ones(1) - y * y)
+
+
+def _right_only_in_float32(grad_y, y):  # a bug on the float64 path only, which gradcheck alone exercises
+    if y.dtype == torch.float64:
+        return grad_y * (1 - y)
+    return grad_y * (1 - y * y)
 
 
 SOLUTIONS = {
     "ex-autograd-grad-by-hand": lambda: (torch.tensor([1 / 3, 10 / 3, 25 / 3]), {}),
-    "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)), {}),
-    "ex-autograd-broken-coverage": lambda: (
-        np.unique(np.add.outer(np.arange(64), np.arange(32))).size, {}),
+    "ex-autograd-forces": lambda: (forces, _context()),
+    "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)), _context()),
 }
 
 WRONG_ANSWERS = {
@@ -59,18 +110,24 @@ WRONG_ANSWERS = {
         ([1 / 3, 10 / 3, 25 / 3], "expected an array"),
         (np.array([1 / 3, 10 / 3, 25 / 3], dtype=np.float32), "expected a torch array"),
     ],
+    "ex-autograd-forces": lambda: [
+        (forces_without_the_minus, "values differ"),
+        (forces_that_accumulate, "gradients add up in .grad"),
+        (forces_that_mark_the_callers_tensor, "changed the caller's positions"),
+        (forces_counting_each_pair_twice, "values differ"),
+        (lambda positions: forces(positions).double(), "dtype is torch.float64"),
+        (lambda positions: forces(positions).tolist(), "returned list"),
+        (forces(torch.eye(3)), "expected your function itself"),
+    ] + ([(forces_on_the_cpu, "on cpu")] if pick_device() != "cpu" else []),
     "ex-autograd-tanh-backward": lambda: [
         (tanh_function(lambda grad_y, y: 1 - y * y), "values differ"),  # forgot grad_y
         (tanh_function(lambda grad_y, y: grad_y * y), "values differ"),
         (tanh_function(lambda grad_y, y: None), "returned None"),
-        (tanh_function(lambda grad_y, y: grad_y[:3]), "backward raised RuntimeError"),
+        (tanh_function(lambda grad_y, y: grad_y[:3]), "backward, on"),
+        (tanh_function(_ones_on_the_host), "makes a tensor on the host"),
+        (tanh_function(_right_only_in_float32), "gradcheck, in float64"),
         (Exp, "forward no longer computes tanh"),
         (torch.tanh, "expected your Function class itself"),
         (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)).apply, "expected your Function class"),
-    ],
-    "ex-autograd-broken-coverage": lambda: [
-        (64 * 32, "too large"),
-        (64 + 32 - 2, "too small"),
-        ("ninety-five", "expected a number"),
     ],
 }

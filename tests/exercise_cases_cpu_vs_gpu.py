@@ -1,16 +1,116 @@
 """Chapter 1 (CPU versus GPU): each exercise's solution, and wrong answers with a word the check's message must
-contain."""
+contain. The wrong timing functions are the classic mistakes, as learners write them."""
+
+import math
+import statistics
+import time
 
 import numpy as np
+import torch
+
+from gpukit.device import pick_device
+
+device = pick_device()
+
+
+def wait_for(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    elif device == "mps":
+        torch.mps.synchronize()
+
+
+def timed(f, *args, sync=lambda: wait_for(device)):
+    f(*args)  # warm-up
+    sync()
+    start = time.perf_counter()
+    f(*args)
+    sync()
+    return time.perf_counter() - start
+
+
+def unsynchronised(f, *args, sync=lambda: wait_for(device)):
+    f(*args)
+    start = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - start
+
+
+def first_call(f, *args, sync=lambda: wait_for(device)):
+    sync()
+    start = time.perf_counter()
+    f(*args)
+    sync()
+    return time.perf_counter() - start
+
+
+def mean_with_the_first_call(f, *args, sync=lambda: wait_for(device)):
+    times = []
+    for _ in range(5):
+        sync()
+        start = time.perf_counter()
+        f(*args)
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.mean(times)
+
+
+def warm_up_not_waited_for(f, *args, sync=lambda: wait_for(device)):
+    f(*args)
+    start = time.perf_counter()
+    f(*args)
+    sync()
+    return time.perf_counter() - start
+
+
+def in_milliseconds(f, *args, sync=lambda: wait_for(device)):
+    return timed(f, *args, sync=sync) * 1e3
+
+
+def without_a_sync_argument(f, *args):
+    f(*args)
+    wait_for(device)
+    start = time.perf_counter()
+    f(*args)
+    wait_for(device)
+    return time.perf_counter() - start
+
+
+def make_wave(n):
+    return torch.sin(torch.linspace(0, 2 * math.pi, n, device=device))
+
 
 SOLUTIONS = {
-    "ex-cpu-gpu-matmul-flops": lambda: (2 * 3000**3, {}),
+    "ex-cpu-gpu-time-by-hand": lambda: (timed, {}),
     "ex-cpu-gpu-transfer-share": lambda: (180 / 250, {}),
-    "ex-cpu-gpu-ew-bytes": lambda: (80_000_000, {}),
+    "ex-cpu-gpu-create-on-device": lambda: (make_wave, {}),
 }
 
 WRONG_ANSWERS = {
-    "ex-cpu-gpu-matmul-flops": lambda: [(3000**3, "too small"), ([3000, 3000], "expected a number")],
+    "ex-cpu-gpu-time-by-hand": lambda: [
+        (unsynchronised, "the clock stopped when the work was queued"),
+        (first_call, "it includes the first call"),
+        (mean_with_the_first_call, "it includes the first call"),
+        (warm_up_not_waited_for, "Call sync() before starting the clock"),
+        (in_milliseconds, "looks like milliseconds"),
+        (without_a_sync_argument, "keyword argument"),
+        (timed(torch.matmul, torch.ones(8, 8), torch.ones(8, 8)), "pass the function itself"),
+    ],
     "ex-cpu-gpu-transfer-share": lambda: [(60 / 130, "too small"), (None, "replace the placeholder")],
-    "ex-cpu-gpu-ew-bytes": lambda: [(40_000_000, "too small"), (np.zeros(2), "expected a number")],
+    "ex-cpu-gpu-create-on-device": lambda: [
+        # Made with NumPy (float32, as the lesson's cell does), then copied.
+        (lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32))).to(device),
+         "copies data onto the device"),
+        (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n)).to(device), "copies data onto the device"),
+        (lambda n: torch.tensor(np.sin(np.linspace(0, 2 * np.pi, n)), dtype=torch.float32, device=device),
+         "copies data onto the device"),
+        (lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32))),
+         "creates no tensor with device="),
+        (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n, dtype=torch.float64, device=device)),
+         "dtype is torch.float64"),
+        (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n, device="meta")), "on meta"),  # the wrong device
+        (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n + 1, device=device))[:n], "values differ"),
+        (make_wave(8), "pass the function itself"),
+        (lambda n: None, "replace the placeholder"),  # the learner's cell as given
+    ],
 }

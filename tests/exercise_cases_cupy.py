@@ -1,7 +1,14 @@
-"""Chapter 3 (CuPy): each exercise's solution and wrong answers, for tests/test_exercises.py."""
+"""Chapter 3 (CuPy): each exercise's solution and wrong answers, for tests/test_exercises.py.
+
+The kernel exercises run on the CPU here (gpukit.host_kernels) and through CuPy on a GPU; the wrong answers
+are the classic mistakes: no bounds check, an off-by-one bounds check, an index without the block, float64
+pointers, a kernel that C++ renames, too few blocks, a Python float for a float parameter.
+"""
 
 import numpy as np
 import pytest
+
+from gpukit.host_kernels import HostKernel
 
 
 def _namespace():
@@ -35,9 +42,126 @@ def softmax_that_fails(x):
     raise RuntimeError("not written yet")
 
 
+SQUARED_DIFF = r"""
+extern "C" __global__
+void squared_diff(const float* x, const float* y, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float d = x[i] - y[i];
+        out[i] = d * d;
+    }
+}
+"""
+
+SQUARED_DIFF_GRID_STRIDE = r"""
+extern "C" __global__
+void squared_diff(const float* __restrict__ x, const float* __restrict__ y, float* out, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        out[i] = (x[i] - y[i]) * (x[i] - y[i]);
+    }
+}
+"""
+
+
+def kernel_wrong(old, new):
+    assert old in SQUARED_DIFF
+    return SQUARED_DIFF.replace(old, new)
+
+
+def run_saxpy(kernel, alpha, x, y, out):
+    """The lesson's solution of ex-cupy-launch."""
+    threads = 128
+    blocks = (x.size + threads - 1) // threads
+    kernel((blocks,), (threads,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_too_few_blocks(kernel, alpha, x, y, out):
+    threads = 128
+    kernel((x.size // threads,), (threads,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_python_float(kernel, alpha, x, y, out):
+    threads = 128
+    kernel(((x.size + threads - 1) // threads,), (threads,), (alpha, x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_python_int_n(kernel, alpha, x, y, out):
+    """A Python int for ``int n`` reaches the kernel right (its first 4 bytes, little-endian): accepted."""
+    threads = 128
+    kernel(((x.size + threads - 1) // threads,), (threads,), (np.float32(alpha), x, y, out, x.size))
+
+
+def run_saxpy_ints_for_grid(kernel, alpha, x, y, out):
+    kernel((x.size + 127) // 128, 128, (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_forgot_alpha(kernel, alpha, x, y, out):
+    kernel(((x.size + 127) // 128,), (128,), (x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_float64_input(kernel, alpha, x, y, out):
+    kernel(((x.size + 127) // 128,), (128,), (np.float32(alpha), x.astype(np.float64), y, out, np.int32(x.size)))
+
+
+def run_saxpy_never(kernel, alpha, x, y, out):
+    out[...] = alpha * x + y
+
+
+def run_saxpy_huge_block(kernel, alpha, x, y, out):
+    kernel((1,), (2 * x.size,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
+def _needs_a_cpp_compiler():
+    if not HostKernel.can_compile():
+        pytest.skip("no C++ compiler here to run kernels on the CPU")
+
+
+def _rawkernel_solution():
+    _needs_a_cpp_compiler()
+    return SQUARED_DIFF, {}
+
+
+def _launch_solution():
+    _needs_a_cpp_compiler()
+    return run_saxpy, {}
+
+
+def _rawkernel_wrong_answers():
+    _needs_a_cpp_compiler()
+    return [
+        (kernel_wrong("if (i < n) {", "{"), "past the end of out"),  # no bounds check
+        (kernel_wrong("i < n", "i <= n"), "1 element(s) past the end of out"),  # off by one
+        (kernel_wrong("int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = threadIdx.x;"),
+         "never written (the first at index 128)"),
+        (kernel_wrong("const float* x, const float* y, float* out", "const double* x, const double* y, double* out"),
+         "float32 arrays"),
+        (kernel_wrong('extern "C" ', ""), 'extern "C"'),
+        (kernel_wrong("out[i] = d * d;", "out[i] = d * d * d;"), "values differ"),
+        (kernel_wrong("float d", "flaot d"), "rejected"),
+        (kernel_wrong("squared_diff(", "squared_difference("), "squared_diff"),
+        (SQUARED_DIFF.replace("__global__", ""), "no __global__"),
+        (np.zeros(3), "expected the kernel's source"),
+    ]
+
+
+def _launch_wrong_answers():
+    _needs_a_cpp_compiler()
+    return [
+        (run_saxpy_too_few_blocks, "round the number of blocks up"),
+        (run_saxpy_python_float, "a Python float"),
+        (run_saxpy_ints_for_grid, "grid must be a tuple"),
+        (run_saxpy_forgot_alpha, "takes 5 arguments"),
+        (run_saxpy_float64_input, "float64 array"),
+        (run_saxpy_never, "never launched"),
+        (run_saxpy_huge_block, "more than CUDA's 1024"),
+        ("run_saxpy", "expected a function"),
+    ]
+
+
 SOLUTIONS = {
     "ex-cupy-softmax": lambda: (softmax_any, {}),
-    "ex-cupy-transfer-bytes": lambda: (3 * 7000 * 7000 * 4, {}),
+    "ex-cupy-rawkernel": _rawkernel_solution,
+    "ex-cupy-launch": _launch_solution,
 }
 
 WRONG_ANSWERS = {
@@ -48,9 +172,6 @@ WRONG_ANSWERS = {
         (softmax_that_fails, "raised RuntimeError"),
         (np.array([0.1, 0.2]), "expected a function"),
     ],
-    "ex-cupy-transfer-bytes": lambda: [
-        (2 * 7000 * 7000 * 4, "too small"),
-        (3 * 7000 * 7000 * 8, "too large"),
-        ("588 MB", "expected a number"),
-    ],
+    "ex-cupy-rawkernel": _rawkernel_wrong_answers,
+    "ex-cupy-launch": _launch_wrong_answers,
 }

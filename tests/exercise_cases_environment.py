@@ -6,8 +6,13 @@ import torch
 
 from gpukit.device import pick_device
 
+
+def bytes_of(tensor):
+    return tensor.numel() * tensor.element_size()
+
+
 SOLUTIONS = {
-    "ex-env-batch-bytes": lambda: (64 * 3 * 224 * 224 * 2, {}),
+    "ex-env-batch-bytes": lambda: (bytes_of, {}),
     "ex-env-zeros-on-device": lambda: (torch.zeros(2, 3, dtype=torch.float32, device=pick_device()), {}),
 }
 
@@ -21,6 +26,13 @@ def _zeros_wrong_answers():
 
 
 WRONG_ANSWERS = {
-    "ex-env-batch-bytes": lambda: [(64 * 3 * 224 * 224 * 4, "too large"), ("a lot", "expected a number")],
+    "ex-env-batch-bytes": lambda: [
+        (lambda t: t.numel(), "not its size"),  # forgot the bytes per element
+        (lambda t: t.numel() * 4, "not its size"),  # every element taken as 4 bytes (float32)
+        (lambda t: len(t) * t.element_size(), "not its size"),  # len() counts the first dimension only
+        (lambda t: t.numel() * t.element_size() / 1, "not a whole number"),
+        (64 * 3 * 224 * 224 * 2, "pass the function itself"),
+        (lambda t: None, "replace the placeholder"),  # the learner's cell as given
+    ],
     "ex-env-zeros-on-device": _zeros_wrong_answers,
 }

@@ -46,20 +46,82 @@ def pairwise_wrong_answers():
     ]
 
 
-def grad_by_hand():
-    _, jnp = _jax()
-    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
-    return 2 * x * jnp.sin(x) + x**2 * jnp.cos(x)
+def timed(f, *args):
+    """The lesson's solution: a first call waited for, then one call timed until its result is ready."""
+    import time
+
+    jax, _ = _jax()
+    jax.block_until_ready(f(*args))  # the first call compiles: not timed
+    start = time.perf_counter()
+    jax.block_until_ready(f(*args))
+    return time.perf_counter() - start
 
 
-def grad_wrong_answers():
-    _, jnp = _jax()
-    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
+def timed_without_waiting(f, *args):
+    import time
+
+    jax, _ = _jax()
+    jax.block_until_ready(f(*args))
+    start = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - start
+
+
+def timed_first_call(f, *args):
+    import time
+
+    jax, _ = _jax()
+    start = time.perf_counter()
+    jax.block_until_ready(f(*args))
+    return time.perf_counter() - start
+
+
+def timed_after_an_unwaited_first_call(f, *args):
+    import time
+
+    jax, _ = _jax()
+    f(*args)  # warm-up queued, not waited for
+    start = time.perf_counter()
+    jax.block_until_ready(f(*args))
+    return time.perf_counter() - start
+
+
+def timed_waiting_on_the_inputs(f, *args):
+    import time
+
+    jax, _ = _jax()
+    jax.block_until_ready(f(*args))
+    start = time.perf_counter()
+    f(*args)
+    jax.block_until_ready(args)  # the inputs were ready long ago
+    return time.perf_counter() - start
+
+
+def timed_in_milliseconds(f, *args):
+    return 1000 * timed(f, *args)
+
+
+def timed_compile_only_mean(f, *args):
+    """The mean of two calls, the first included: right on quick-compiling work, wrong when compiling is slow."""
+    import time
+
+    jax, _ = _jax()
+    start = time.perf_counter()
+    for _ in range(2):
+        jax.block_until_ready(f(*args))
+    return (time.perf_counter() - start) / 2
+
+
+def timed_wrong_answers():
     return [
-        (2 * x * jnp.cos(x), "values differ"),  # the product rule forgotten
-        (np.asarray(grad_by_hand()), "expected a jax array"),
-        (grad_by_hand().astype(jnp.float16), "dtype is float16"),
-        (grad_by_hand()[:4], "shape is (4,)"),
+        (timed_without_waiting, "block_until_ready"),
+        (timed_waiting_on_the_inputs, "block_until_ready"),
+        (timed_first_call, "includes work queued before"),
+        (timed_after_an_unwaited_first_call, "whose result you did not wait for"),
+        (timed_in_milliseconds, "milliseconds"),
+        (lambda f, *args: f(*args), "return the seconds"),
+        (lambda f, *args: 0.05, "never called f"),
+        (0.05, "expected your function itself"),
     ]
 
 
@@ -86,12 +148,12 @@ def counts_wrong_answers():
 
 SOLUTIONS = {
     "ex-jax-vmap-pairwise": lambda: (pairwise_solution(), {}),
-    "ex-jax-grad-by-hand": lambda: (grad_by_hand(), {}),
+    "ex-jax-timed": lambda: (timed, {}),
     "ex-jax-at-add": lambda: (counts_solution(), {}),
 }
 
 WRONG_ANSWERS = {
     "ex-jax-vmap-pairwise": pairwise_wrong_answers,
-    "ex-jax-grad-by-hand": grad_wrong_answers,
+    "ex-jax-timed": timed_wrong_answers,
     "ex-jax-at-add": counts_wrong_answers,
 }

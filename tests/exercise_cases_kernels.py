@@ -1,5 +1,6 @@
-"""Chapter 9 (writing GPU kernels): each exercise's solution, and wrong kernels (no bounds guard, no mask, a
-wrong index) that the checks must reject with a message naming what is wrong.
+"""Chapter 9 (writing GPU kernels): each exercise's solution, and wrong kernels and launches (no bounds guard, no
+mask, a wrong index, a grid rounded down or one block too many, the result left on the device, the wrong dtype)
+that the checks must reject with a message naming what is wrong.
 
 The kernels are made inside functions, after the simulator or interpreter is switched on (where there is no
 CUDA GPU), so that importing this module imports neither numba nor triton. Where one is not installed, the
@@ -21,7 +22,10 @@ def numba_kernels():
     import numba_kernels_for_exercises as k
 
     return {"right": k.saxpy, "no guard": k.saxpy_without_guard, "thread index": k.saxpy_thread_index_only,
-            "formula": k.axpy_wrong_formula, "plain": k.plain_saxpy}
+            "formula": k.axpy_wrong_formula, "plain": k.plain_saxpy, "launch": k.apply_kernel,
+            "rounded down": k.apply_kernel_rounding_down, "one block more": k.apply_kernel_one_block_more,
+            "swapped": k.apply_kernel_swapped, "on the device": k.apply_kernel_left_on_the_device,
+            "float64": k.apply_kernel_in_float64, "fixed grid": k.apply_kernel_fixed_grid}
 
 
 @cache
@@ -65,16 +69,21 @@ def triton_kernels():
 
 
 SOLUTIONS = {
-    "ex-kernels-grid-size": lambda: ((1_000_003 + 256 - 1) // 256, {}),
+    "ex-kernels-launch": lambda: (numba_kernels()["launch"], {}),
     "ex-kernels-numba-saxpy": lambda: (numba_kernels()["right"], {}),
     "ex-kernels-triton-relu": lambda: (triton_kernels()["right"], {}),
 }
 
 WRONG_ANSWERS = {
-    "ex-kernels-grid-size": lambda: [
-        (1_000_003 // 256, "too small"),  # rounded down: the last 3 items have no thread
-        (1_000_003 // 256 + 2, "too large"),
-        ("a few thousand", "expected a number"),
+    "ex-kernels-launch": lambda: [
+        (numba_kernels()["rounded down"], "Round n / threads up"),  # the off-by-one launch
+        (numba_kernels()["one block more"], "no item at all"),
+        (numba_kernels()["swapped"], "blocks first"),
+        (numba_kernels()["on the device"], "copy it back"),  # data left on the wrong device
+        (numba_kernels()["float64"], "dtype is float64"),  # the wrong dtype
+        (numba_kernels()["fixed grid"], "no item at all"),
+        (numba_kernels()["right"], "that is a kernel"),
+        (256, "expected a function"),
     ],
     "ex-kernels-numba-saxpy": lambda: [
         (numba_kernels()["no guard"], "bounds guard"),

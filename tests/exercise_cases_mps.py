@@ -1,43 +1,142 @@
 """Chapter 7 (Apple MPS): each exercise's solution, and wrong answers with a word the check's message must
-contain."""
+contain.
 
-import functools
+The code exercises run on the device the tests pick (the CPU here; MPS on a Mac, a GPU on a GPU runner).
+Their wrong answers are the classic mistakes: a probe that lets a missing kernel's error escape, catches only
+one kind of error, trusts any result that ran, compares exactly or against float32; a log-determinant that
+forgets the pivots' sign or the diagonal's, takes the logarithm of an overflowing product, calls slogdet, or
+leaves its result on the CPU."""
 
-import numpy as np
 import torch
 
-from gpukit.bench import lu_determinant  # the lesson's code (tests/test_determinants.py compares them)
-from gpukit.exercises.mps import MPS_LU_MATRIX, MPS_PIVOTS
+from gpukit.device import pick_device
+from gpukit.exercises.mps import MPS_PIVOTS
 
 
-@functools.cache
-def support_table():
-    """A probe of this machine, on a few operations (two of them complex64), as the lesson's table."""
-    from gpukit.backends import probe
-
-    return probe(operations=["matmul (float32)", "matmul (complex64)", "fft.fft (complex64)",
-                             "linalg.det (float32)"])
+def device():
+    return pick_device()
 
 
-def _complex_ok(table):
-    best = table.columns[0]
-    return sum(table.loc[op, best] == "ok" for op in table.index if op.endswith("(complex64)"))
+# ---------------------------------------------------------------------------------------- ex-mps-works-on
+def works_on(operation, example, device):
+    """The lesson's solution."""
+    try:
+        got = operation(example.to(device)).cpu().double()
+    except Exception:
+        return False
+    want = operation(example.double())
+    return torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def works_on_without_try(operation, example, device):
+    got = operation(example.to(device)).cpu().double()
+    return torch.allclose(got, operation(example.double()), rtol=1e-4, atol=1e-5)
+
+
+def works_on_catching_only_not_implemented(operation, example, device):
+    try:
+        got = operation(example.to(device)).cpu().double()
+    except NotImplementedError:
+        return False
+    return torch.allclose(got, operation(example.double()), rtol=1e-4, atol=1e-5)
+
+
+def works_if_it_runs(operation, example, device):
+    try:
+        operation(example.to(device))
+    except Exception:
+        return False
+    return True
+
+
+def works_on_exactly(operation, example, device):
+    try:
+        got = operation(example.to(device)).cpu().double()
+    except Exception:
+        return False
+    return torch.equal(got, operation(example.double()))
+
+
+def works_on_against_float32(operation, example, device):
+    try:
+        got = operation(example.to(device)).cpu()
+    except Exception:
+        return False
+    return torch.allclose(got, operation(example), rtol=1e-4, atol=1e-5)
+
+
+def works_on_as_a_tensor(operation, example, device):
+    try:
+        got = operation(example.to(device)).cpu().double()
+    except Exception:
+        return torch.tensor(False)
+    return torch.isclose(got, operation(example.double()), rtol=1e-4, atol=1e-5).all()
+
+
+# -------------------------------------------------------------------------------------- ex-mps-lu-slogdet
+def lu_slogdet(a):
+    """The lesson's solution: the sign from the pivots and U's diagonal, log|det| as a sum of logarithms."""
+    lu, pivots, _ = torch.linalg.lu_factor_ex(a)
+    steps = torch.arange(1, a.shape[-1] + 1, dtype=pivots.dtype, device=a.device)
+    swaps = (pivots != steps).sum(dim=-1)
+    diagonal = torch.diagonal(lu, dim1=-2, dim2=-1)
+    sign = (1 - 2 * (swaps % 2)).to(a.dtype) * torch.sign(diagonal).prod(dim=-1)
+    return sign, torch.log(diagonal.abs()).sum(dim=-1)
+
+
+def slogdet_without_pivots(a):
+    lu, _, _ = torch.linalg.lu_factor_ex(a)
+    diagonal = torch.diagonal(lu, dim1=-2, dim2=-1)
+    return torch.sign(diagonal).prod(dim=-1), torch.log(diagonal.abs()).sum(dim=-1)
+
+
+def slogdet_without_the_diagonals_signs(a):
+    lu, pivots, _ = torch.linalg.lu_factor_ex(a)
+    steps = torch.arange(1, a.shape[-1] + 1, dtype=pivots.dtype, device=a.device)
+    sign = (1 - 2 * ((pivots != steps).sum(dim=-1) % 2)).to(a.dtype)
+    return sign, torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(dim=-1)
+
+
+def slogdet_of_the_product(a):
+    sign, _ = lu_slogdet(a)
+    lu, _, _ = torch.linalg.lu_factor_ex(a)
+    return sign, torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).prod(dim=-1).abs())
+
+
+def slogdet_on_the_cpu(a):
+    sign, logabsdet = lu_slogdet(a.cpu())
+    return sign, logabsdet
+
+
+def slogdet_in_float64(a):
+    sign, logabsdet = lu_slogdet(a.double())
+    return sign, logabsdet
+
+
+def slogdet_wrong_answers():
+    wrong = [
+        (torch.linalg.slogdet, "slogdet itself"),
+        (lambda a: torch.linalg.slogdet(a), "lacks"),
+        (lambda a: (torch.sign(torch.det(a)), torch.log(torch.det(a).abs())), "lacks"),
+        (lambda a: a.det(), "lacks"),
+        (slogdet_without_pivots, "signs are wrong"),
+        (slogdet_without_the_diagonals_signs, "signs are wrong"),
+        (slogdet_of_the_product, "infinite"),
+        (lambda a: lu_slogdet(a)[1], "expected a pair"),
+        (lu_slogdet(torch.eye(3)[None]), "expected your function itself"),
+    ]
+    if device() != "mps":  # MPS has no float64 at all: there the wrong answer raises instead
+        wrong.append((slogdet_in_float64, "dtype is torch.float64"))
+    if device() != "cpu":  # only where the lesson's device is not the CPU can a result be on the wrong one
+        wrong.append((slogdet_on_the_cpu, "expected it on"))
+    return wrong
 
 
 SOLUTIONS = {
-    "ex-mps-pivot-sign": lambda: (
-        (-1) ** sum(p != i for i, p in enumerate(MPS_PIVOTS, start=1)), {}),
-    "ex-mps-lu-det": lambda: (
-        lu_determinant(torch.tensor(MPS_LU_MATRIX, dtype=torch.float64)).item(), {}),
-    "ex-mps-complex-ops": lambda: (_complex_ok(support_table()), {"support": support_table()}),
+    "ex-mps-pivot-sign": lambda: ((-1) ** sum(p != i for i, p in enumerate(MPS_PIVOTS, start=1)), {}),
+    "ex-mps-works-on": lambda: (works_on, {"device": device()}),
+    "ex-mps-lu-slogdet": lambda: (lu_slogdet, {"device": device()}),
 }
-
-
-def _complex_wrong_answers():
-    table = support_table()
-    every_ok = int((table == "ok").all(axis=1).sum())  # all operations, not only complex64 ones
-    return [(every_ok, "too large"), ("two", "expected a number"), (0, "too small")]
-
 
 WRONG_ANSWERS = {
     "ex-mps-pivot-sign": lambda: [
@@ -45,12 +144,14 @@ WRONG_ANSWERS = {
         ("minus one", "expected a number"),
         (torch.tensor(MPS_PIVOTS), "expected a number"),  # the pivots themselves
     ],
-    "ex-mps-lu-det": lambda: [
-        # the product of the matrix's own diagonal, not U's (the sign-less product of U's diagonal cannot be
-        # a wrong case here: the message would show its size, which is the answer's)
-        (float(np.prod(np.diag(MPS_LU_MATRIX))), "too small"),
-        (np.array(MPS_LU_MATRIX), "expected a number"),
-        (None, "replace the placeholder"),
+    "ex-mps-works-on": lambda: [
+        (works_on_without_try, "raised NotImplementedError"),
+        (works_on_catching_only_not_implemented, "raised RuntimeError"),
+        (works_if_it_runs, "float64"),
+        (works_on_exactly, "not exactly"),
+        (works_on_against_float32, "not in float32"),
+        (works_on_as_a_tensor, "return True or False"),
+        (works_on(torch.linalg.inv, torch.eye(2), "cpu"), "expected your function itself"),
     ],
-    "ex-mps-complex-ops": _complex_wrong_answers,
+    "ex-mps-lu-slogdet": slogdet_wrong_answers,
 }

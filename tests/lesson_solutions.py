@@ -1,10 +1,17 @@
-"""How nbval runs a lesson: its solutions run where the learner's answer goes.
+"""How nbval runs a lesson: its solutions run where the learner's answer goes, and its hidden cells run apart.
 
 Solutions. A solution is one markdown cell: a ``{solution} <exercise label>`` directive with ``:class: dropdown``,
 holding prose and the answered code cell in a ``python`` fence. It is never a code cell, so JupyterLab's "Run All"
 runs the learner's cell and never overwrites the learner's answer with the solution. The tests run the fenced
 code instead: conftest.py puts it into a code cell right after the solution, inside ``expect_a_passing_check``,
 when nbval runs the lesson (:func:`as_tested`).
+
+Hidden cells. A cell tagged ``remove-cell`` is not on the page (it glues values for the prose). Code copied from
+the page must run without it, so nothing a visible cell uses may be defined only in a hidden one. nbval runs
+each hidden cell with names of its own: it sees the lesson's names, but what it defines is seen only by later
+hidden cells, so a visible cell that uses a hidden name fails with NameError in the same run that tests the
+lesson. (A hidden cell could still change state behind a name, e.g. an environment variable; CONTRIBUTING.md
+asks hidden cells to compute and glue only.) The setup cell is exempt: its job is to make gpukit importable.
 """
 
 from __future__ import annotations
@@ -39,11 +46,30 @@ def solution_run_source(label: str, code: str) -> str:
             f"{textwrap.indent(code, '    ')}\n")
 
 
+HIDDEN = "remove-cell"
+SETUP = "setup-gpukit"
+
+
+def hidden_run_source(code: str, where: str) -> str:
+    """A hidden cell's code, run in a scope of its own: the lesson's names plus what earlier hidden cells defined;
+    what it defines goes to the hidden cells' names only. IPython's transform turns magics into Python first."""
+    return (f"__hidden__ = globals().setdefault('__hidden_cells_names__', {{}})\n"
+            f"__scope__ = {{**globals(), **__hidden__}}\n"
+            f"exec(compile(get_ipython().transform_cell({code!r}), {where!r}, 'exec'), __scope__)\n"
+            f"__hidden__.update((name, value) for name, value in __scope__.items()\n"
+            f"                  if name not in globals() or globals()[name] is not value)\n"
+            f"del __hidden__, __scope__\n")
+
+
 def as_tested(nb, name: str = "lesson"):
-    """A copy of the notebook (nbformat's) as nbval runs it: a code cell after each solution that runs its code."""
+    """A copy of the notebook (nbformat's) as nbval runs it: a code cell after each solution that runs its code,
+    and each hidden code cell run in a scope of its own."""
     nb = copy.deepcopy(nb)
     cells = []
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and HIDDEN in tags and SETUP not in tags:
+            cell["source"] = hidden_run_source(source(cell), f"{name}, hidden cell {index}")
         cells.append(cell)
         for label, code in solutions_in(cell):
             run = copy.deepcopy(cell)

@@ -269,3 +269,16 @@ def test_plans_grow_on_a_gpu_and_drop_float64_on_mps():
 
 def test_validate_record_accepts_the_synthetic_records():
     assert validate_record(record(gpu=True))["machine"] == "test machine"
+
+
+def test_chapter_12_sweeps_at_the_batch_the_files_record():
+    """Chapter 12 draws the files' det+fft curves beside a sweep of its own: both must be of DET_BATCH matrices,
+    since the curves are read by benchmark and dtype, not by batch."""
+    import re
+    from pathlib import Path
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "12-case-study.ipynb"
+    code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+                     if c["cell_type"] == "code")
+    assert 'reference=("det+fft", "complex64")' in code
+    assert [int(b) for b in re.findall(r"^batch = (\d+)", code, re.M)] == [bench.DET_BATCH]

@@ -4,19 +4,10 @@ from pathlib import Path
 import pytest
 
 from gpukit import clusters, paths
-from gpukit.clusters import LOOPBACK, listening_addresses, ray_init_options, worker_count
+from gpukit.clusters import LOOPBACK, listening_addresses, local_ray_options, ray_init_options
 from gpukit.paths import socket_dir
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def test_worker_count():
-    assert worker_count(1) == 2
-    assert worker_count(4) == 4
-    assert worker_count(64) == 8
-    assert worker_count(64, cap=16) == 16
-    with pytest.raises(ValueError, match="cores"):
-        worker_count(0)
 
 
 def test_ray_may_not_start_where_other_interfaces_exist(monkeypatch):
@@ -52,6 +43,23 @@ def test_ray_init_options_keep_ray_local_and_inside_the_project(monkeypatch):
     assert os.environ["RAY_AUTH_MODE"] == "token" and len(os.environ["RAY_AUTH_TOKEN"]) == 64
     with pytest.raises(ValueError, match="CPUs"):
         ray_init_options(0)
+
+
+def test_local_ray_options_skip_with_the_reason_where_ray_may_not_start(monkeypatch, capsys):
+    monkeypatch.delenv(clusters.ALLOW_RAY_ENV, raising=False)
+    monkeypatch.setattr(clusters, "network_interfaces", lambda: ["eth0", "lo"])
+    monkeypatch.setattr(clusters, "ray_init_options", lambda num_cpus: pytest.fail("must not touch Ray's settings"))
+    assert local_ray_options(2) is None
+    printed = capsys.readouterr().out
+    assert printed.startswith("Skipped: Ray is not started") and "eth0" in printed
+    with pytest.raises(ValueError, match="CPUs"):
+        local_ray_options(0)
+
+
+def test_local_ray_options_are_ray_init_options_where_ray_may_start(monkeypatch):
+    monkeypatch.setattr(clusters, "network_interfaces", lambda: ["lo"])
+    monkeypatch.setattr(clusters, "ray_init_options", lambda num_cpus: {"num_cpus": num_cpus})
+    assert local_ray_options(3) == {"num_cpus": 3}
 
 
 def test_ipyparallel_cluster_is_configured_for_loopback_and_the_build_folder(monkeypatch):

@@ -118,3 +118,26 @@ def test_torch_compile_writes_into_the_chosen_folder(project_with_a_space):
     folder = paths.socket_dir("build") / "inductor"
     assert done.stdout.strip() == str(folder)
     assert any(item.is_file() for item in folder.rglob("*")), "inductor wrote nothing into the project's cache"
+
+
+def test_a_lesson_prints_the_cache_relative_to_the_book(project):
+    """Published pages name no folder of the machine that built them (issue 20): the cache is shown relative to
+    the book, or in words."""
+    cache = use_inductor_cache()
+    assert cache.shown == "_build/cache/inductor, in the book's folder"
+    assert cache.describe() == ("torch.compile's cache: _build/cache/inductor, in the book's folder; "
+                                "empty, so the first compilation starts from scratch")
+    assert str(project) not in cache.describe()
+
+
+def test_a_cache_chosen_elsewhere_is_named_by_its_variable(project, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, str(tmp_path_factory.mktemp("job") / "cache"))
+    cache = use_inductor_cache()
+    assert cache.shown == f"the folder that {INDUCTOR_CACHE_ENV} named before this run"
+    assert str(cache.path) not in cache.describe()
+
+
+def test_a_private_cache_is_described_in_words(project_with_a_space):
+    cache = use_inductor_cache()
+    assert cache.shown.startswith("a private folder under the system's temporary directory")
+    assert str(cache.path) not in cache.describe() and "gpu python" not in cache.describe()

@@ -1,9 +1,10 @@
 """The book's determinant from an LU factorisation, and the size of a random determinant.
 
-Chapters 7 and 12 write `lu_determinant` in the notebook, where a reader sees it (chapter 12's exercise asks
-for it again), and the benchmark suite has its own copy (`gpukit.bench.lu_determinant`). One choice for all
-three: `lu_factor_ex`, which gives 0 for a singular matrix where `lu_factor` raises. These tests check that the
-three are the same code, that it is right, and the growth law chapter 12 states, E|det A|^2 = n! s^n.
+Chapter 7 writes `lu_determinant` in the notebook, where a reader sees it; chapter 12's exercise asks for it for
+a batch, and its solution writes it again; the benchmark suite has its own copy (`gpukit.bench.lu_determinant`).
+One choice for all three: `lu_factor_ex`, which gives 0 for a singular matrix where `lu_factor` raises. These
+tests check that the three are the same code, that it is right, and the growth law chapter 12 states,
+E|det A|^2 = n! s^n.
 """
 
 import ast
@@ -24,15 +25,20 @@ LESSONS = ("07-apple-mps.ipynb", "12-case-study.ipynb")
 
 
 def _function_in_notebook(notebook: str, name: str) -> ast.FunctionDef:
-    """The one `def name` among the notebook's code cells."""
+    """The one `def name` among the notebook's code cells and the python code of its exercise solutions."""
+    from lesson_solutions import solutions_in
+
     found = []
     for cell in json.loads((NOTEBOOKS / notebook).read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
-        if source.lstrip().startswith("%"):
-            continue  # a cell magic, not Python
-        found += [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name == name]
+        if cell["cell_type"] == "code":
+            sources = ["".join(cell["source"])]
+        else:
+            sources = [code for _, code in solutions_in(cell)]
+        for source in sources:
+            if source.lstrip().startswith("%"):
+                continue  # a cell magic, not Python
+            found += [node for node in ast.parse(source).body
+                      if isinstance(node, ast.FunctionDef) and node.name == name]
     assert len(found) == 1, f"{notebook} should define {name} once, not {len(found)} times"
     return found[0]
 

@@ -14,11 +14,8 @@ from gpukit import distributed
 from gpukit.distributed import (
     DistributedRun,
     DistributedTimeout,
-    import_script,
     plan_processes,
-    ring_bytes_per_rank,
     run_torchrun,
-    stage_devices,
     torchrun_command,
     worker_env,
 )
@@ -63,28 +60,10 @@ def test_fake_gpus_are_planned_on_nccl(two_fake_gpus):
     assert plan.backend == "gloo" and "only 2 CUDA GPU(s)" in plan.reason
 
 
-def test_stage_devices_use_gpus_where_there_are_enough(two_fake_gpus):
-    assert stage_devices(2)[0] == ["cuda:0", "cuda:1"]
-    devices, why = stage_devices(3)
-    assert devices == ["cpu"] * 3 and "fewer than the 3 stages" in why
-    assert stage_devices(2, gpus=0)[0] == ["cpu", "cpu"]
-
-
 @pytest.mark.parametrize("wanted", [0, 2.0, "4", True])
 def test_bad_process_counts_are_refused(wanted):
     with pytest.raises(ValueError, match="number of processes wanted"):
         plan_processes(wanted, gpus=0, nccl=False, mps=False)
-
-
-# ------------------------------------------------------------------------------------------ the ring
-def test_ring_bytes_are_two_n_minus_one_over_n_of_the_data():
-    assert ring_bytes_per_rank(40_000, 4) == 60_000
-    assert ring_bytes_per_rank(100, 1) == 0
-    assert ring_bytes_per_rank(1e9, 1024) < 2e9
-    with pytest.raises(ValueError):
-        ring_bytes_per_rank(0, 4)
-    with pytest.raises(ValueError):
-        ring_bytes_per_rank(100, 0)
 
 
 # ------------------------------------------------------------------------------------------ network
@@ -155,14 +134,6 @@ def test_rank_logs_are_read_from_the_last_attempt(tmp_path):
     stdout, stderr = distributed._read_rank_logs(tmp_path)
     assert stdout == {0: "new 0", 1: "new 1"} and stderr == {0: "", 1: ""}
     assert distributed._read_rank_logs(tmp_path / "nothing") == ({}, {})
-
-
-def test_import_script_does_not_run_the_main_part(tmp_path):
-    script = tmp_path / "worker.py"
-    script.write_text("VALUE = 3\nif __name__ == '__main__':\n    raise SystemExit('ran main')\n")
-    assert import_script(script).VALUE == 3
-    with pytest.raises(FileNotFoundError):
-        import_script(tmp_path / "missing.py")
 
 
 # ------------------------------------------------------------------------------------------ real processes

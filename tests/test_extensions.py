@@ -389,3 +389,30 @@ def test_on_a_cuda_machine_the_device_and_build_are_seen():
     found = build_tools()
     assert found.cuda_device and found.torch_cuda
     assert "PyTorch sees no CUDA device" not in (found.cuda_reason or "")
+
+
+def test_a_ptx_listing_names_its_kernels_and_excerpts_one():
+    listing = extensions.PTXListing(text=PTX, arch="sm_80")
+    assert listing.entries == ["first", "second"]
+    assert listing.entry("fir") == "first"
+    assert listing.excerpt("fir") == ptx_excerpt(PTX, "first")
+    with pytest.raises(ValueError, match=r"0 kernels' names contain 'third'"):
+        listing.entry("third")
+    with pytest.raises(ValueError, match=r"2 kernels' names contain 's'"):
+        listing.entry("s")
+
+
+def test_without_nvcc_there_is_no_listing(monkeypatch):
+    from gpukit import kernels
+
+    monkeypatch.setattr(kernels, "find_nvcc", lambda: None)
+    assert extensions.ptx_listing("__global__ void k() {}") is None
+
+
+@needs_nvcc
+def test_the_lessons_sigmoid_kernel_as_a_ptx_listing():
+    listing = extensions.ptx_listing(lesson_strings()["SIGMOID_KERNEL"], arch="sm_80")
+    assert len(listing.entries) == 4 and listing.arch == "sm_80"
+    excerpt = listing.excerpt("forward_kernelIf")
+    for expected in ("%ctaid.x", "%tid.x", "setp.", "ld.global", "st.global"):
+        assert expected in excerpt

@@ -71,3 +71,34 @@ def test_torch_generators_are_independent_and_reproducible():
     assert all(torch.equal(a, b) for a, b in zip(draw, again, strict=True))
     assert not torch.equal(draw[0], draw[1])
     assert all(g.device.type == "cpu" for g in torch_generators(1, 2, device="cpu"))
+
+
+def _spawned_torch(seed, n_workers, device):
+    return torch_generators(seed, n_workers, device=device)
+
+
+def test_stream_problems_accept_spawned_torch_generators():
+    from gpukit.random_streams import torch_stream_problems
+
+    assert torch_stream_problems(_spawned_torch, "cpu") is None
+
+
+def test_stream_problems_name_a_generator_on_the_wrong_device():
+    """Told apart before any number is drawn, so it shows on a machine without the GPU too."""
+    from gpukit.random_streams import torch_stream_problems
+
+    def on_the_cpu(seed, n_workers, device):
+        return torch_generators(seed, n_workers, device="cpu")
+
+    problem = torch_stream_problems(on_the_cpu, "cuda")
+    assert "generator 0 is on cpu" in problem and "torch.Generator(device=device)" in problem
+    assert torch_stream_problems(on_the_cpu, "cuda:1").startswith("generator 0 is on cpu")
+
+
+def test_stream_problems_report_the_learners_error():
+    from gpukit.random_streams import torch_stream_problems
+
+    def broken(seed, n_workers, device):
+        raise KeyError("oops")
+
+    assert "raised KeyError" in torch_stream_problems(broken, "cpu")

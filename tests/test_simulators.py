@@ -1,14 +1,12 @@
-"""Switching Numba's CUDA simulator and Triton's interpreter on only where there is no GPU, and running a
-harmful demonstration in a child process (gpukit.simulators)."""
+"""Switching Numba's CUDA simulator and Triton's interpreter on only where there is no GPU, telling kernels' kinds
+apart (gpukit.simulators), and chapter 9's filter of numba-cuda's low-occupancy warning."""
 
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from gpukit import simulators
-from gpukit.scripts import ScriptRun
 
 
 @pytest.fixture
@@ -62,37 +60,6 @@ def test_kernel_kinds_are_recognised_by_their_type_names():
     assert not simulators.triton_interpreting(lambda: None)
     assert simulators.is_numba_cuda_kernel(FakeCUDAKernel()) and simulators.is_numba_cuda_kernel(CUDADispatcher())
     assert not simulators.is_numba_cuda_kernel(print)
-
-
-def test_a_script_runs_in_a_child_with_the_flags_where_there_is_no_gpu(monkeypatch):
-    monkeypatch.setattr(simulators, "cuda_available", lambda: False)
-    source = "import os\nprint(os.environ['TRITON_INTERPRET'], os.environ['NUMBA_ENABLE_CUDASIM'])\n"
-    run = simulators.run_script(source, "flags_probe")
-    assert run.ok and run.stdout.split() == ["1", "1"]
-    monkeypatch.setattr(simulators, "cuda_available", lambda: True)
-    run = simulators.run_script("import os\nprint('TRITON_INTERPRET' in os.environ)\n", "flags_probe",
-                                env={"TRITON_INTERPRET": "0"})
-    assert run.stdout.strip() == "True"  # only what env says: the flags are not added on a GPU
-
-
-@pytest.mark.parametrize(("kwargs", "message"), [({"source": ""}, "source must be"),
-                                                 ({"source": "print(1)", "name": "my-demo"}, "identifier")])
-def test_bad_scripts_are_refused(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        simulators.run_script(**kwargs)
-
-
-def test_how_it_ended_names_the_signal():
-    assert "normally" in simulators.how_it_ended(ScriptRun(0, "", ""))
-    assert "SIGSEGV" in simulators.how_it_ended(ScriptRun(-signal.SIGSEGV, "", ""))
-    assert "SIGABRT" in simulators.how_it_ended(ScriptRun(-signal.SIGABRT, "", ""))
-    failed = simulators.how_it_ended(ScriptRun(1, "", "Traceback\nValueError: bad\n"))
-    assert "exit status 1" in failed and "ValueError: bad" in failed
-
-
-def test_a_killed_child_is_reported_by_its_signal():
-    run = simulators.run_script("import os, signal\nos.kill(os.getpid(), signal.SIGABRT)\n", "abort_probe")
-    assert not run.ok and "SIGABRT" in simulators.how_it_ended(run)
 
 
 # ---------------------------------------------------------------- numba-cuda's low-occupancy warning
@@ -178,6 +145,7 @@ def test_the_filter_cell_comes_before_every_numba_launch():
     index, _ = _occupancy_filter_cell()
     launches = [i for i, source in _code_cells(NOTEBOOK_09)
                 if "[blocks, threads]" in source or 'check("ex-kernels-numba-saxpy"' in source
+                or 'check("ex-kernels-launch"' in source
                 or "[sum_blocks, THREADS]" in source]
     assert launches and index < min(launches)
 

@@ -19,7 +19,11 @@ What the run proves, and what it does not:
 - every template that requests a GPU runs the GPU preflight (the site file's command, here a stand-in that
   prints a line: there is no GPU for `python -m gpukit doctor --gpu` to pass on) in its environment before
   its work, and a failing preflight ends the job FAILED before the work starts;
-- dask-jobqueue's workers are real Slurm jobs of their own, submitted from inside the driver job.
+- dask-jobqueue's workers are real Slurm jobs of their own, submitted from inside the driver job;
+- the Nsight Systems template runs with a stand-in `nsys` (tests/stand_ins/nsys, named by GPU_PYTHON_NSYS):
+  the test proves the arguments it passes to `nsys profile` and `nsys stats`, that the profiled script runs
+  (on the CPU) and that the report's path is handed on, not what Nsight Systems records; and, without Slurm,
+  that the template stops with a message naming what is missing when there is no nsys.
 """
 
 import os
@@ -39,6 +43,8 @@ SITE = TEMPLATES / "site.sh"
 SCRIPTS = sorted(TEMPLATES.glob("*.sbatch")) + sorted(p for p in TEMPLATES.glob("*.sh") if p != SITE)
 WAIT_S = 240
 
+# A stand-in for NVIDIA's nsys, which these machines lack: it prints its arguments and runs the profiled program.
+NSYS_STAND_IN = ROOT / "tests" / "stand_ins" / "nsys"
 # Template -> (extra sbatch options, what its output must contain). Every template must be listed.
 SUBMISSIONS = {
     "one-gpu.sbatch": ([], [r"Slurm granted GPUs: \d", r"gpu-check done on cpu"]),
@@ -53,11 +59,18 @@ SUBMISSIONS = {
     "build-book.sbatch": ([], [r"book command ran, GPUKIT_REQUIRE_GPU = 1"]),
     "bench.sbatch": ([], [r"benchmark on GPU type any", r"benchmark command ran"]),
     "bench-each-gpu-type.sh": ([], []),  # submits bench.sbatch per type: checked by its own test
+    "nsys-profile.sbatch": ([f"--export=ALL,GPU_PYTHON_NSYS={NSYS_STAND_IN}"], [
+        r"nsys stand-in: profile --trace=cuda,nvtx,osrt .*--capture-range=cudaProfilerApi .*"
+        r"--output=\S+/profile-step .*python slurm_templates/jobs/profile_step\.py",
+        r"profile-step: 20 steps on cpu with \.item\(\) each",
+        r"nsys stand-in: stats --report=cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,nvtx_sum "
+        r"\S+/profile-step\.nsys-rep",
+        r"nsys report: \S+/profile-step\.nsys-rep"]),
 }
 # The templates that request a GPU, and so run the GPU preflight first. The others run CPU work (the sweep's
 # NumPy, Dask's and ipyparallel's workers), where `python -m gpukit doctor --gpu` would fail for want of a GPU.
 GPU_TEMPLATES = {"one-gpu.sbatch", "bench.sbatch", "build-book.sbatch", "multi-gpu-torchrun.sbatch",
-                 "multi-node-torchrun.sbatch", "ray.sbatch"}
+                 "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch"}
 # The preflight's stand-in in the jobs: a line that names the node and the Python environment it ran in.
 PREFLIGHT_LINE = "preflight stand-in ran on"
 PREFLIGHT_STAND_IN = ('python -c "import socket, sys; '
@@ -174,6 +187,23 @@ def test_site_file_preflight_default_skip_pass_and_fail():
     assert failed.returncode == 3, failed
     assert "FAIL torch: the fix" in failed.stdout and "the work ran" not in failed.stdout
     assert PREFLIGHT_STOP in failed.stderr and "exit status 3" in failed.stderr
+
+
+def test_nsys_template_stops_and_says_what_is_missing_without_nsys(tmp_path):
+    """Run as a job would, without Slurm: the site file's setup, no preflight, and no nsys to be found."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GPU_PYTHON_VENV": sys.prefix,
+           "GPU_PYTHON_PREFLIGHT_COMMAND": "", "GPU_PYTHON_NSYS": str(tmp_path / "no-nsys-here"),
+           "SLURM_SUBMIT_DIR": str(ROOT)}
+    done = subprocess.run(["bash", str(TEMPLATES / "nsys-profile.sbatch")], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert "The job stops here" in done.stderr and "no-nsys-here" in done.stderr
+    assert "GPU_PYTHON_MODULES" in done.stderr and "GPU_PYTHON_NSYS" in done.stderr
+    assert "profile-step" not in done.stdout
+
+
+def test_nsys_stand_in_is_executable():
+    assert os.access(NSYS_STAND_IN, os.X_OK), f"{NSYS_STAND_IN} must be executable (chmod +x)"
 
 
 # ------------------------------------------------------------------------------------------ on Slurm

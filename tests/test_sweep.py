@@ -224,3 +224,62 @@ def test_crossover_ignores_flagged_sizes():
 
 def test_noise_report_of_a_table_without_flags_is_empty():
     assert noise_report(table([("cpu", 1, 1.0)])) == []
+
+
+# ------------------------------------------------------------------ the sweep, plotted, in one call
+def test_sweep_and_plot_times_plots_compares_with_files_and_reports_noise(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seen_threads = []
+
+    def counting(n):
+        def call():
+            seen_threads.append(torch.get_num_threads())
+            return n
+        return call
+
+    monkeypatch.setattr(sweep_module, "benchmark", FakeTimings({}))
+    references = pd.DataFrame({"curve": ["A100, a.json (2026-01-01)"] * 2, "file": ["a.json"] * 2,
+                               "device": ["cuda"] * 2, "kind": ["cuda"] * 2, "size": [16, 32],
+                               "median_s": [1e-5, 2e-5]})
+    asked = []
+
+    def fake_references(benchmark, dtype):
+        asked.append((benchmark, dtype))
+        return references
+
+    import gpukit.benchmark_files as files
+    monkeypatch.setattr(files, "reference_curves", fake_references)
+    out = io.StringIO()
+    plt.close("all")
+    table = sweep_module.sweep_and_plot(SIZES, {"cpu": sized, "one": sized}, baseline="cpu",
+                                        threads={"one": 1}, reference=("matmul", "float32"),
+                                        title="t", desc="d", file=out)
+    assert list(table["case"].unique()) == ["cpu", "one"] and "speedup" in table
+    assert (table.loc[table["case"] == "cpu", "speedup"] == 1).all()
+    assert asked == [("matmul", "float32")]
+    fig = plt.gcf()
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert any("measured elsewhere: A100" in label for label in labels)
+    assert any(label == "this build: one" for label in labels)
+    assert "No point stayed noisy" in out.getvalue()
+    plt.close("all")
+    # The thread count is held only while the named case is timed.
+    monkeypatch.setattr(sweep_module, "benchmark", lambda fn, **kwargs: (fn(), Timing("x", (1e-3,) * 3))[1])
+    before = torch.get_num_threads()
+    sweep_module.sweep_and_plot([4, 8], {"all": counting, "one": counting}, baseline="all",
+                                threads={"one": 1}, file=io.StringIO())
+    assert seen_threads == [before, 1, before, 1] and torch.get_num_threads() == before
+    plt.close("all")
+
+
+def test_sweep_and_plot_says_what_is_wrong_with_its_arguments():
+    with pytest.raises(ValueError, match="non-empty dict"):
+        sweep_module.sweep_and_plot([1], [Case("a", sized)], baseline="a")
+    with pytest.raises(ValueError, match="baseline 'b' is not one of the cases"):
+        sweep_module.sweep_and_plot([1], {"a": sized}, baseline="b")
+    with pytest.raises(ValueError, match=r"threads names cases that do not exist: \['c'\]"):
+        sweep_module.sweep_and_plot([1], {"a": sized}, baseline="a", threads={"c": 1})

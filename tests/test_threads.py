@@ -1,74 +1,7 @@
 import pytest
 import torch
 
-from gpukit.threads import (
-    blas_threads,
-    cpu_threads,
-    fresh_python_blas_threads,
-    numpy_matmul_scaling,
-    one_thread_env,
-    thread_counts,
-    torch_matmul_scaling,
-    torch_threads,
-    usable_cores,
-)
-
-
-def test_thread_counts():
-    assert thread_counts(1) == [1, 2]
-    assert thread_counts(2) == [1, 2]
-    assert thread_counts(6) == [1, 2, 4, 6]
-    assert thread_counts(16) == [1, 2, 4, 8, 16]
-    assert thread_counts() == thread_counts(usable_cores())
-
-
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
-def test_thread_counts_rejects_bad_cores(bad):
-    with pytest.raises(ValueError, match="cores"):
-        thread_counts(bad)
-
-
-def test_numpy_scaling_restores_the_blas_limit():
-    before = blas_threads()
-    timings = numpy_matmul_scaling(64, (1, 2), repeats=2)
-    assert sorted(timings) == [1, 2]
-    assert all(t.median > 0 and len(t.samples) == 2 for t in timings.values())
-    assert timings[1].flops == 2.0 * 64**3
-    assert blas_threads() == before
-
-
-def test_torch_scaling_restores_the_thread_count():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    timings = torch_matmul_scaling(64, [1, 2], repeats=2)
-    assert sorted(timings) == [1, 2]
-    assert torch.get_num_threads() == before
-
-
-def test_torch_scaling_restores_even_after_an_error():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    with pytest.raises(ValueError, match="matrix size"):
-        torch_matmul_scaling(0)
-    assert torch.get_num_threads() == before
-
-
-@pytest.mark.parametrize("bad", [[], [0], [1, -2], (1.0,), [True]])
-def test_scaling_rejects_bad_thread_lists(bad):
-    with pytest.raises(ValueError, match="threads"):
-        numpy_matmul_scaling(8, bad)
-
-
-def test_omp_num_threads_counts_only_before_import():
-    if blas_threads() is None:
-        pytest.skip("threadpoolctl sees no BLAS for NumPy here")
-    assert fresh_python_blas_threads(before_import={"OMP_NUM_THREADS": "1"}) == 1
-    assert fresh_python_blas_threads(after_import={"OMP_NUM_THREADS": "1"}) == fresh_python_blas_threads()
-
-
-def test_fresh_python_rejects_bad_env():
-    with pytest.raises(TypeError, match="OMP_NUM_THREADS"):
-        fresh_python_blas_threads(before_import={"OMP_NUM_THREADS": 1})
+from gpukit.threads import cpu_threads, one_thread_env, torch_threads, usable_cores
 
 
 def test_one_thread_env():
@@ -134,4 +67,10 @@ def test_cpu_threads_without_threadpoolctl_limits_torch_and_says_so(monkeypatch,
     out = capsys.readouterr().out
     assert out.count("Only PyTorch's threads are limited") == 1 and "pip install" in out
     with pytest.raises(ImportError, match="threadpoolctl"):
-        blas_threads()
+        threads.require_threadpoolctl()
+
+
+def test_usable_cores_is_a_whole_number_no_larger_than_the_machine():
+    import os
+
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)

@@ -1,10 +1,56 @@
-"""Chapter 5, autograd and custom operations: what its exercises expect, and how a wrong answer is told apart."""
+"""Chapter 5, autograd and custom operations: what its exercises expect, and how a wrong answer is told apart.
+
+- ``ex-autograd-grad-by-hand``: a gradient worked out on paper, entered as a tensor;
+- ``ex-autograd-forces``: forces as minus the gradient of an energy, computed with autograd on the lesson's
+  device. The check calls the learner's function twice with the same positions: gradients that accumulate in
+  ``.grad`` (the lesson's first habit) make the second answer differ from the first;
+- ``ex-autograd-tanh-backward``: the backward of a custom ``torch.autograd.Function``. The check runs it on the
+  lesson's device in ``float32`` against autograd's own gradient of ``torch.tanh``, with an incoming gradient
+  that is not all ones; on PyTorch's ``meta`` device, where a tensor the backward makes on the host fails as it
+  would on a GPU; and under ``gradcheck`` in ``float64``, on the device where it has ``float64`` and on the CPU
+  where it has not (Apple's MPS).
+
+As in chapter 4's checks, the function runs once, in the ``method`` step, and what it returned goes to the
+comparison (``result``) through :data:`_OUTPUTS`.
+"""
 
 from __future__ import annotations
 
-from .checking import Exercise, register
+from .checking import Exercise, compare, register
+
+_TANH_RTOL, _TANH_ATOL = 1e-5, 1e-6
+
+_OUTPUTS: dict[int, object] = {}
 
 
+def _kept(answer, output) -> None:
+    _OUTPUTS[id(answer)] = output
+
+
+def _output_of(answer):
+    return _OUTPUTS.pop(id(answer), None)
+
+
+def _raised(what: str, error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [""])[0][:300].rstrip(" .!:")
+    return f"{what} raised {type(error).__name__}: {first}"
+
+
+def _on(device, tensor):
+    import torch
+
+    return tensor.to(torch.device(device))
+
+
+def gradcheck_device(device) -> str:
+    """Where ``gradcheck`` can run for work on ``device``: the device itself, or the CPU where the device has no
+    ``float64`` (Apple's MPS)."""
+    import torch
+
+    return "cpu" if torch.device(device).type == "mps" else str(device)
+
+
+# -------------------------------------------------------------------------------- ex-autograd-grad-by-hand
 def _gradient_of_the_mean_cubic():
     """d/dx of mean(x**3 - 2x) = x**2 - 2/3, at x = (1, 2, 3), as PyTorch's default float32 on the CPU."""
     import torch
@@ -13,58 +59,129 @@ def _gradient_of_the_mean_cubic():
     return x**2 - 2 / 3
 
 
-def _tanh_exercise_inputs():
-    """Where the reader's Tanh is tried: seven points, and an incoming gradient that is not all ones (a
-    backward that forgets ``grad_y`` would pass with ones)."""
+# ------------------------------------------------------------------------------------- ex-autograd-forces
+def _particles(device):
+    """Twelve particles near the points of a 2 x 2 x 3 grid of unit spacing (no two close), on ``device``."""
     import torch
 
-    x = torch.linspace(-2.0, 2.0, 7, dtype=torch.float64, requires_grad=True)
-    grad_y = torch.linspace(0.5, 2.0, 7, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(5)
+    grid = torch.stack(torch.meshgrid(torch.arange(2.0), torch.arange(2.0), torch.arange(3.0), indexing="ij"), -1)
+    jitter = 0.2 * (torch.rand(12, 3, generator=generator) - 0.5)
+    return _on(device, grid.reshape(12, 3) + jitter)
+
+
+def _coulomb_forces(device):
+    """F_i = sum over j != i of (x_i - x_j) / r_ij**3, the forces of E = sum over pairs of 1 / r_ij, worked out
+    by hand in float64 on the CPU."""
+    import torch
+
+    x = _particles("cpu").double()
+    difference = x[:, None, :] - x[None, :, :]
+    distance = difference.norm(dim=-1) + torch.eye(len(x), dtype=torch.float64)  # no pair with itself
+    forces = (difference / distance.unsqueeze(-1) ** 3).sum(dim=1)
+    return _on(device, forces.float())
+
+
+def _forces_by_autograd(answer, device) -> str | None:
+    import torch
+
+    if not callable(answer) or isinstance(answer, type):
+        return (f"expected your function itself (forces, a def taking positions), got {type(answer).__name__}: pass "
+                "the function, not what it returns.")
+    positions = _particles(device)
+    results = []
+    for call in ("first", "second"):
+        try:
+            results.append(answer(positions))
+        except Exception as error:  # the reader's code: report whatever it raised
+            return _raised(f"on the {call} call, with positions on {positions.device.type}, your function", error) + "."
+        if not isinstance(results[-1], torch.Tensor):
+            return (f"your function returned {type(results[-1]).__name__}: return the forces as one tensor of shape "
+                    "(n, 3), on the positions' device.")
+    first, second = results
+    if first.shape == second.shape and not torch.allclose(first.detach(), second.detach()):
+        return ("called twice with the same positions, your function returned different forces: gradients add up in "
+                ".grad from one backward to the next. Take them with torch.autograd.grad, which returns them, or "
+                "work on a fresh copy (positions.detach().requires_grad_()) at each call.")
+    if positions.requires_grad or positions.grad is not None:
+        return ("your function changed the caller's positions (set requires_grad or filled .grad): work on a copy, "
+                "x = positions.detach().requires_grad_().")
+    _kept(answer, first.detach())
+    return None
+
+
+# ------------------------------------------------------------------------------ ex-autograd-tanh-backward
+def _tanh_exercise_inputs(device):
+    """Where the reader's Tanh is tried: seven points, and an incoming gradient that is not all ones (a backward
+    that forgets ``grad_y`` would pass with ones), in float32 on ``device``."""
+    import torch
+
+    x = _on(device, torch.linspace(-2.0, 2.0, 7)).requires_grad_()
+    grad_y = _on(device, torch.linspace(0.5, 2.0, 7))
     return x, grad_y
 
 
-def _tanh_gradient_by_autograd():
+def _tanh_gradient_by_autograd(device):
     import torch
 
-    x, grad_y = _tanh_exercise_inputs()
+    x, grad_y = _tanh_exercise_inputs(device)
     (grad,) = torch.autograd.grad(torch.tanh(x), x, grad_y)
     return grad
 
 
-def _tanh_gradient_of(function):
+def _is_a_working_tanh_function(answer, device) -> str | None:
     import torch
-
-    x, grad_y = _tanh_exercise_inputs()
-    (grad,) = torch.autograd.grad(function.apply(x), x, grad_y)
-    return grad
-
-
-def _is_a_working_tanh_function(answer) -> str | None:
-    import torch
+    from torch.autograd import gradcheck
 
     if not (isinstance(answer, type) and issubclass(answer, torch.autograd.Function)):
         return (f"expected your Function class itself (a subclass of torch.autograd.Function, such as Tanh), "
                 f"got {type(answer).__name__}.")
-    x, grad_y = _tanh_exercise_inputs()
+    name = answer.__name__
+    x, grad_y = _tanh_exercise_inputs(device)
+    where = x.device.type
     try:
         y = answer.apply(x)
-    except Exception as error:  # the reader's code: report whatever it raised
-        return f"{answer.__name__}.apply(x) raised {type(error).__name__}: {error}"
+    except Exception as error:
+        return _raised(f"{name}.apply(x), with x on {where},", error) + "."
     if not (isinstance(y, torch.Tensor) and y.shape == x.shape and torch.allclose(y, torch.tanh(x))):
-        return f"{answer.__name__}'s forward no longer computes tanh(x): keep the forward as given."
+        return f"{name}'s forward no longer computes tanh(x): keep the forward as given."
     try:
         (grad,) = torch.autograd.grad(y, x, grad_y, allow_unused=True)
     except Exception as error:
-        return f"{answer.__name__}'s backward raised {type(error).__name__}: {error}"
+        return _raised(f"{name}'s backward, on {where},", error) + "."
     if grad is None:
-        return (f"{answer.__name__}'s backward returned None: return the gradient with respect to x, a tensor "
-                "shaped like x.")
+        return f"{name}'s backward returned None: return the gradient with respect to x, a tensor shaped like x."
+    values = compare(grad, _tanh_gradient_by_autograd(device), rtol=_TANH_RTOL, atol=_TANH_ATOL)
+    if not values:
+        return f"on {where}, in float32, the gradient your backward gives: {values.message}"
+    meta = torch.empty(7, device="meta", requires_grad=True)
+    try:
+        torch.autograd.grad(answer.apply(meta), meta, torch.empty(7, device="meta"))
+    except RuntimeError as error:
+        if "device" in str(error):
+            return (_raised(f"on PyTorch's meta device (no values; it stands for a GPU) {name}'s backward", error)
+                    + ": it makes a tensor on the host. Compute from grad_y and y alone, or make the tensor where y "
+                      "is (device=y.device).")
+    except Exception:  # noqa: S110 - an operation without a meta version tells nothing about devices
+        pass
+    checked_on = gradcheck_device(device)
+    x64 = torch.linspace(-1.5, 1.7, 6, dtype=torch.float64, device=checked_on, requires_grad=True)
+    try:
+        passed = gradcheck(answer.apply, (x64,), raise_exception=False)
+    except Exception as error:
+        return _raised(f"gradcheck of {name} in float64 on {checked_on}", error) + "."
+    if not passed:
+        return (f"gradcheck, in float64 on {checked_on}, finds {name}'s backward wrong: its gradient is not the "
+                "derivative of the forward times grad_y.")
+    _kept(answer, grad)
     return None
 
 
 register(
     Exercise("ex-autograd-grad-by-hand", _gradient_of_the_mean_cubic, writes="a number"),
-    Exercise("ex-autograd-tanh-backward", _tanh_gradient_by_autograd, rtol=1e-7, atol=1e-12,
-             method=_is_a_working_tanh_function, result=_tanh_gradient_of, writes="device code"),
-    Exercise("ex-autograd-broken-coverage", lambda: 64 + 32 - 1, writes="a number"),
+    Exercise("ex-autograd-forces", _coulomb_forces, needs=("device",), rtol=1e-4, atol=1e-5,
+             method=_forces_by_autograd, result=_output_of, writes="device code"),
+    Exercise("ex-autograd-tanh-backward", _tanh_gradient_by_autograd, needs=("device",), rtol=_TANH_RTOL,
+             atol=_TANH_ATOL,
+             method=_is_a_working_tanh_function, result=_output_of, writes="device code"),
 )

@@ -1,10 +1,142 @@
-"""The appendix "Benchmarks across hardware": what its exercises expect, and how a wrong answer is told apart."""
+"""The appendix "Benchmarks across hardware": what its exercises expect, and how a wrong answer is told apart.
+
+Fraction of peak (``ex-bench-matmul-fraction``). The learner writes ``matmul_fraction(n)``: the suite's
+float32 matrix product of two n x n matrices on the chosen device, timed correctly, as a fraction of the
+device's float32 matmul peak (:func:`gpukit.hardware.device_peak`). The check calls it at a size of its own and
+watches the torch calls it makes (a ``TorchFunctionMode``): the products must be of n x n float32 matrices on
+the device, and there must be more than one (a single product is a timed first call, with its one-off costs).
+The check also times every one of those products itself, as they run (CUDA events recorded around each on a
+GPU, which do not make the host wait; the host's clock on the CPU, where a product has finished when it
+returns), and compares the learner's fraction with the one the median of its own timings gives: the same
+products at the same moment, so the two agree closely when the learner's timing is right. A clock stopped
+before the device finished gives a fraction several times too large; n^3 instead of 2 n^3 FLOPs, or a timing of
+several products, one too small.
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
+import time
+from numbers import Real
+
 from .checking import Exercise, register
 
+# ------------------------------------------------------------------------------------------- fraction of peak
+_PRODUCTS = {"TensorBase.__matmul__", "TensorBase.__rmatmul__", "TensorBase.matmul", "TensorBase.mm", "matmul",
+             "mm", "_VariableFunctionsClass.matmul", "_VariableFunctionsClass.mm"}
+FRACTION_RTOL = 0.4  # the learner's fraction may differ from the check's by 40 %; n^3 FLOPs is off by 50 %
 
+
+def matmul_size(device: str) -> int:
+    """The size the check multiplies at: a few milliseconds per product on each kind of device."""
+    return {"cpu": 384, "mps": 2048}.get(device.split(":")[0], 4096)
+
+
+# The last run: the learner's fraction and the check's own, compared once the method is right (not a number
+# until a run has set them).
+LAST_RUN: dict[str, float] = {"fraction": math.nan, "expected": math.nan}
+
+
+def _name(func) -> str:
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+
+
+def _run_timing_each_product(answer, n: int, device: str):
+    """Call answer(n), recording each matrix product it makes: (its operands, the seconds it took)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    on_cuda = device.startswith("cuda")
+    products = []  # (operands, start, end): events on CUDA, clock readings elsewhere
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _name(func) not in _PRODUCTS:
+                return func(*args, **kwargs)
+            operands = [a for a in args if isinstance(a, torch.Tensor)]
+            if on_cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = func(*args, **kwargs)
+                end.record()
+            else:
+                if device == "mps":
+                    torch.mps.synchronize()
+                start = time.perf_counter()
+                out = func(*args, **kwargs)
+                if device == "mps":
+                    torch.mps.synchronize()
+                end = time.perf_counter()
+            products.append((operands, start, end))
+            return out
+
+    with Mode():
+        fraction = answer(n)
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        seconds = [start.elapsed_time(end) / 1e3 for _, start, end in products]
+    else:
+        seconds = [end - start for _, start, end in products]
+    return fraction, [(operands, s) for (operands, _, _), s in zip(products, seconds, strict=True)]
+
+
+def _times_the_product_correctly(answer) -> str | None:
+    import torch
+
+    from ..device import pick_device
+    from ..hardware import device_peak
+
+    if not callable(answer):
+        return (f"expected your function matmul_fraction (a function of n), got {type(answer).__name__}: pass the "
+                "function itself, not the fraction it returned.")
+    device = pick_device()
+    peak = device_peak(device, "float32", operation="matmul")
+    if peak is None or peak.flops_per_s is None:
+        return (f"no float32 matmul peak is known for {device} (gpukit.hardware.device_peak gives none), so there "
+                "is nothing to take a fraction of on this machine.")
+    n = matmul_size(device)
+    try:
+        fraction, products = _run_timing_each_product(answer, n, device)
+    except Exception as error:  # the reader's code: report whatever it raised
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        return f"matmul_fraction({n}) raised {type(error).__name__}: {first_line}"
+    if fraction is None:
+        return f"matmul_fraction({n}) returned None: return the fraction of the peak that the product reached."
+    square = [(operands, s) for operands, s in products
+              if len(operands) == 2 and all(tuple(o.shape) == (n, n) for o in operands)]
+    if not square:
+        return (f"matmul_fraction({n}) multiplied no two {n} x {n} matrices with torch (a @ b or torch.matmul): "
+                "make them with the n it is given.")
+    operands = square[0][0]
+    if any(o.dtype != torch.float32 for o in operands):
+        return (f"your product ran in {operands[0].dtype}: the suite's product, and the peak you divide by, are "
+                "float32's.")
+    if any(o.device.type != torch.device(device).type for o in operands):
+        return (f"your matrices are on {operands[0].device.type}, expected {device}: create them on the device "
+                "(device=device), so that the device does the product.")
+    if len(square) < 2:
+        return ("your function multiplied once: a first call pays one-off costs (loading and choosing kernels), so "
+                "call the product once to warm up, then time it (gpukit.benchmark does both).")
+    if not isinstance(fraction, Real) or isinstance(fraction, bool) or not math.isfinite(fraction):
+        return f"matmul_fraction({n}) returned a {type(fraction).__name__}; return the fraction, a number."
+    measured = statistics.median(s for _, s in square[1:])
+    expected = 2 * n**3 / measured / peak.flops_per_s
+    if fraction > 3 * expected:
+        return (f"matmul_fraction({n}) is several times larger than the time the products took gives: the clock "
+                "stopped before the device had finished (wait for it before reading the clock).")
+    LAST_RUN.update(fraction=float(fraction), expected=expected)
+    return None
+
+
+register(
+    Exercise("ex-bench-matmul-fraction", lambda: LAST_RUN["expected"], method=_times_the_product_correctly,
+             result=lambda answer: LAST_RUN["fraction"], rtol=FRACTION_RTOL, writes="device code"),
+)
+
+
+# ------------------------------------------------------------------------------------------- from the files
 def _best_cpu_matmul_rate(results):
     """The highest float32 matmul rate (GFLOP/s) of any CPU in the benchmark files' results table."""
     chosen = results[(results["kind"] == "cpu") & (results["benchmark"] == "matmul")

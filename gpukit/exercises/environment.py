@@ -2,9 +2,52 @@
 
 from __future__ import annotations
 
-import numpy as np
+from numbers import Integral
 
 from .checking import Exercise, register
+
+# The batch of the exercise: 64 colour images of 224 x 224 pixels, 3 channels, stored as float16.
+BATCH_SHAPE = (64, 3, 224, 224)
+
+
+def _tensors_to_measure():
+    """Tensors on the chosen device whose sizes in bytes a correct bytes_of must give: the exercise's batch,
+    then tensors of other dtypes and ranks, so that a guessed element size or a count of rows only shows."""
+    import torch
+
+    from ..device import pick_device
+
+    device = pick_device()
+    return [torch.empty(BATCH_SHAPE, dtype=torch.float16, device=device),
+            torch.empty(5, dtype=torch.float64, device=device),
+            torch.empty(3, 4, dtype=torch.int8, device=device),
+            torch.empty(2, 3, 7, dtype=torch.float32, device=device)]
+
+
+def _counts_the_bytes_of_any_tensor(answer) -> str | None:
+    if not callable(answer):
+        return (f"expected your function bytes_of (a function of a tensor), got {type(answer).__name__}: pass the "
+                "function itself, not a number.")
+    for tensor in _tensors_to_measure():
+        what = f"a {str(tensor.dtype).removeprefix('torch.')} tensor of shape {tuple(tensor.shape)}"
+        try:
+            got = answer(tensor)
+        except Exception as error:  # the reader's code: any error is the answer to report
+            first_line = (str(error).strip().splitlines() or [""])[0][:200]
+            return f"for {what} your function raised {type(error).__name__}: {first_line}"
+        if got is None:
+            return "bytes_of returned None: replace the placeholder (None) with the computation, and run it again."
+        if not isinstance(got, Integral) or isinstance(got, bool):
+            return (f"for {what} your function returned a {type(got).__name__}, not a whole number of bytes (an int: "
+                    "numel() and element_size() are ints, and / makes a float).")
+        if got != tensor.numel() * tensor.element_size():
+            return (f"for {what} your function returned {got:,} bytes, which is not its size: count every element "
+                    "(all dimensions) and the bytes each element of its dtype takes.")
+    return None
+
+
+def _bytes_of_the_batch(answer) -> int:
+    return answer(_tensors_to_measure()[0])
 
 
 def _zeros_on_the_chosen_device():
@@ -16,6 +59,7 @@ def _zeros_on_the_chosen_device():
 
 
 register(
-    Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * np.dtype("float16").itemsize, writes="a number"),
+    Exercise("ex-env-batch-bytes", lambda: 64 * 3 * 224 * 224 * 2, method=_counts_the_bytes_of_any_tensor,
+             result=_bytes_of_the_batch, rtol=0.0, writes="device code"),
     Exercise("ex-env-zeros-on-device", _zeros_on_the_chosen_device, writes="device code"),
 )

@@ -51,13 +51,169 @@ def _called_on_the_last_trial(answer):
     return answer(*_pairwise_inputs()[-1])
 
 
-def _gradient_of_x2_sin_x():
-    """jax.grad of sum(x**2 sin x) at x = linspace(0, 2, 5) in float32: what the hand-made gradient must match."""
+# ------------------------------------------------------------------------------------- timing by hand
+# The learner writes timed(f, *args): the seconds of one call of f, after an untimed first call, stopped when the
+# result is ready. The check hands it jitted functions of its own, on JAX's default device, through a wrapper
+# that records how long each call took to return (tracing and compiling happen inside the first call):
+#
+# - a function that does a controlled amount of work (a loop of matrix products, lengthened until one call
+#   takes at least RUN_SECONDS), whose first call does FIRST_CALL_WORK times the work. JAX returns from a call as
+#   soon as the work is queued (on a GPU, and on the CPU too), so a clock stopped without block_until_ready
+#   measures almost nothing; a timing that includes the first call, or a first call not waited for, measures far
+#   too much. The check's own timing of warm, waited-for calls is the reference;
+# - a function that takes long to compile (hundreds of unrolled operations) and little to run: a time close to
+#   its first call's includes the compilation.
+RUN_SECONDS = 0.05
+FIRST_CALL_WORK = 6  # the first call of the work function does this many times the work of the others
+COMPILE_STEPS = 150
+_TIMING_CHECKS = iter(range(1, 10**9))  # makes each check's functions new to JAX's compilation caches
+
+# The last run of the learner's function on the work function: its time and the check's own.
+LAST_RUN: dict[str, float] = {"seconds": RUN_SECONDS, "reference": RUN_SECONDS}
+
+
+class _Recorded:
+    """A function of the check's, wrapped: it records how long each call took to return."""
+
+    def __init__(self, function, first_call=None):
+        self.function, self.first_call, self.returned_after = function, first_call, []
+        self.__name__ = getattr(function, "__name__", "f")
+
+    def __call__(self, *args):
+        import time
+
+        start = time.perf_counter()
+        if not self.returned_after and self.first_call is not None:
+            result = self.first_call(*args)
+        else:
+            result = self.function(*args)
+        self.returned_after.append(time.perf_counter() - start)
+        return result
+
+
+def _work_function(nonce):
+    """A jitted loop of ``steps`` products of an n x n matrix (steps is an argument: one compilation)."""
     import jax
     import jax.numpy as jnp
 
-    x = jnp.linspace(0.0, 2.0, 5, dtype=jnp.float32)
-    return jax.grad(lambda v: jnp.sum(v**2 * jnp.sin(v)))(x)
+    n = 512 if jax.default_backend() == "cpu" else 2048
+    w = jnp.eye(n, dtype=jnp.float32) * (0.999 - 1e-9 * nonce) + 1e-4
+
+    @jax.jit
+    def products(a, steps):
+        return jax.lax.fori_loop(0, steps, lambda i, m: m @ w, a)
+
+    return products, jnp.ones((n, n), dtype=jnp.float32)
+
+
+def _ready_seconds(function, *args) -> float:
+    import time
+
+    start = time.perf_counter()
+    function(*args).block_until_ready()
+    return time.perf_counter() - start
+
+
+def _calibrated(products, a):
+    """The number of steps for which one call takes at least RUN_SECONDS (compiling first), as a JAX scalar."""
+    import jax.numpy as jnp
+
+    steps = 1
+    products(a, jnp.int32(steps)).block_until_ready()  # compile
+    while _ready_seconds(products, a, jnp.int32(steps)) < RUN_SECONDS and steps < 2**20:
+        steps *= 2
+    return jnp.int32(steps)
+
+
+def _compile_heavy_function(nonce):
+    import jax
+    import jax.numpy as jnp
+
+    def many_steps(x):
+        for i in range(COMPILE_STEPS):
+            x = jnp.sin(x) * (1.0001 + 1e-9 * nonce) + 1e-3 * i
+        return x
+
+    return jax.jit(many_steps), jnp.ones(1000, dtype=jnp.float32)
+
+
+def _reported_seconds(answer, f, args) -> float | str:
+    import math
+    from numbers import Real
+
+    try:
+        seconds = answer(f, *args)
+    except Exception as error:  # the learner's code: report whatever it raised
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        return f"your function raised {type(error).__name__}: {first_line}"
+    if not isinstance(seconds, Real) or isinstance(seconds, bool) or not math.isfinite(seconds):
+        return (f"your function returned {type(seconds).__name__} {seconds!r}: return the seconds of one call, a "
+                "number (a difference of two time.perf_counter() readings).")
+    if not f.returned_after:
+        return "your function never called f: call f(*args) between the two readings of the clock."
+    return float(seconds)
+
+
+def _one_run_on_the_work(answer, nonce) -> tuple[float, float] | str:
+    """The learner's time for a new work function (its first call compiles and does more work), and the check's
+    own time for one warm call of it, measured right after; or what went wrong."""
+    products, a = _work_function(nonce)
+    steps = _calibrated(products, a)
+    fresh, _ = _work_function(nonce)  # the same work, new to JAX: the learner's first call compiles it
+    f = _Recorded(fresh, first_call=lambda m, s: fresh(m, s * FIRST_CALL_WORK))
+    seconds = _reported_seconds(answer, f, (a, steps))
+    if isinstance(seconds, str):
+        return seconds
+    return seconds, sorted(_ready_seconds(fresh, a, steps) for _ in range(3))[1]
+
+
+def _times_jax_correctly(answer) -> str | None:
+    if not callable(answer):
+        return (f"expected your function itself (timed), got {type(answer).__name__}: pass the function, not a "
+                "time it returned.")
+    # Two runs, each compared with the check's own time taken just after it. A busy machine only ever makes a
+    # reading longer (a pause of the process can land inside the learner's timing or inside the check's), so the
+    # shorter of the two ratios is the one to judge: too short is too short; too long must be so in both runs.
+    runs = []
+    for _ in range(2):
+        run = _one_run_on_the_work(answer, next(_TIMING_CHECKS))
+        if isinstance(run, str):
+            return run
+        runs.append(run)
+    ratios = [seconds / reference for seconds, reference in runs]
+    if min(ratios) < 0.3:
+        return ("your time is a fraction of what one call takes: JAX returns from a call as soon as the work is "
+                "queued, so the clock stopped before the work was done. Call .block_until_ready() on the result "
+                "(or jax.block_until_ready) before reading the clock again.")
+    if all(300 <= ratio <= 3000 for ratio in ratios):
+        return f"your function returned {runs[0][0]:g}: that looks like milliseconds; return seconds."
+    if min(ratios) > 3:
+        return ("your time is several times what one call takes: it includes work queued before the clock "
+                "started, from the first call (which compiles, and here does more work) or from a first call "
+                "whose result you did not wait for. Call f once, wait for its result with block_until_ready(), "
+                "then start the clock.")
+
+    compiling, x = _compile_heavy_function(next(_TIMING_CHECKS))
+    g = _Recorded(compiling)
+    compile_seconds = _reported_seconds(answer, g, (x,))
+    if isinstance(compile_seconds, str):
+        return compile_seconds
+    if compile_seconds > 0.25 * g.returned_after[0]:
+        return ("on a function that takes long to compile, your time includes the compilation: time a call made "
+                "after a first, untimed call of f (the first call of a jitted function traces and compiles it).")
+    seconds, reference = min(runs, key=lambda run: abs(run[0] / run[1] - 1))
+    LAST_RUN.update(seconds=seconds, reference=reference)
+    return None
+
+
+def _seconds_on_the_work_function(answer) -> float:
+    """What the learner's function reported for the work function, once the method check has passed."""
+    return LAST_RUN["seconds"]
+
+
+def _the_checks_own_timing() -> float:
+    """The check's own time for one warm, waited-for call of the same work function."""
+    return LAST_RUN["reference"]
 
 
 def _counts_after_the_hits():
@@ -73,6 +229,7 @@ def _counts_after_the_hits():
 register(
     Exercise("ex-jax-vmap-pairwise", _pairwise_on_the_last_trial, method=_is_a_working_pairwise_function,
              result=_called_on_the_last_trial, writes="device code"),
-    Exercise("ex-jax-grad-by-hand", _gradient_of_x2_sin_x, rtol=1e-5, atol=1e-6, writes="device code"),
+    Exercise("ex-jax-timed", _the_checks_own_timing, method=_times_jax_correctly,
+             result=_seconds_on_the_work_function, rtol=2.0, writes="device code"),
     Exercise("ex-jax-at-add", _counts_after_the_hits, writes="device code"),
 )

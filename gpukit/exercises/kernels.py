@@ -144,8 +144,116 @@ def _triton_relu_output(answer):
     return _launch_triton_relu(answer)[0]
 
 
+# ------------------------------------------------------------------------------------------ launching with a grid
+# ex-kernels-launch: the learner writes apply_kernel(kernel, x, threads), which copies x to the device, launches the
+# kernel with one thread per item in blocks of `threads`, and returns the result as a NumPy array. The check hands it
+# a kernel of its own (out = 2 x, with its bounds guard) wrapped so that it records the launch configuration, for
+# sizes with a remainder, a multiple of the block and fewer items than one block.
+LAUNCH_CASES = ((100, 32), (96, 32), (5, 64))  # (items, threads per block)
+
+
+class _RecordingKernel:
+    """Stands for a Numba kernel: ``kernel[blocks, threads](...)`` records (blocks, threads), then launches."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+        self.launches: list = []
+
+    def __getitem__(self, configuration):
+        self.launches.append(configuration)
+        return self._kernel[configuration]
+
+    def __getattr__(self, name):
+        return getattr(self._kernel, name)
+
+
+def _launch_input(n: int):
+    return np.linspace(1.0, 2.0, n, dtype=np.float32)
+
+
+def _sizes(configuration) -> tuple[int | None, int | None]:
+    """(blocks, threads per block) of a launch configuration: ``[4, 32]``, ``[(4,), (32,)]``, ``[4, 32, stream]``."""
+    if not isinstance(configuration, tuple) or len(configuration) < 2:
+        return None, None
+
+    def one(value):
+        if isinstance(value, tuple) and len(value) >= 1 and all(v == 1 for v in value[1:]):
+            value = value[0]
+        return value if isinstance(value, (int, np.integer)) else None
+
+    return one(configuration[0]), one(configuration[1])
+
+
+def _launch_problem(answer, n: int, threads: int):
+    """(the answer's output, None), or (None, what is wrong) for one size."""
+    from ._numba_launch import double
+
+    kernel = _RecordingKernel(double)
+    x = _launch_input(n)
+    try:
+        out = answer(kernel, x.copy(), threads)
+    except Exception as error:  # the reader's function: any error is the answer to report
+        return None, (f"apply_kernel(kernel, x, {threads}) for {n} items raised {type(error).__name__}: "
+                      f"{_first_line(error)}")
+    if not kernel.launches:
+        return None, "your function never launched the kernel: kernel[blocks, threads](d_x, d_out)."
+    if len(kernel.launches) > 1:
+        return None, f"your function launched the kernel {len(kernel.launches)} times for one array: once is enough."
+    blocks, per_block = _sizes(kernel.launches[0])
+    if blocks is None or per_block is None:
+        return None, f"the launch configuration {kernel.launches[0]!r} is not [blocks, threads] in whole numbers."
+    if per_block != threads:
+        if blocks == threads:
+            return None, ("the launch configuration is kernel[blocks, threads_per_block], blocks first: yours launched "
+                          f"blocks of {per_block} threads.")
+        return None, f"your launch used blocks of {per_block} threads, not the `threads` your function was given."
+    if blocks * threads < n:
+        return None, (f"for {n} items in blocks of {threads}, your {blocks} block(s) hold {blocks * threads} threads: "
+                      f"the last {n - blocks * threads} items get no thread. Round n / threads up, not down.")
+    if (blocks - 1) * threads >= n:
+        return None, (f"for {n} items in blocks of {threads}, your {blocks} blocks leave at least one block with no "
+                      "item at all (n // threads + 1 adds a block when n is a multiple of threads): round up with "
+                      "(n + threads - 1) // threads.")
+    if hasattr(out, "copy_to_host"):
+        return None, (f"your function returned the result on the device ({type(out).__name__}): copy it back with "
+                      ".copy_to_host() and return the NumPy array.")
+    if not isinstance(out, np.ndarray):
+        return None, f"expected your function to return a NumPy array, got {type(out).__name__}."
+    return out, None
+
+
+def _launches_a_right_grid(answer) -> str | None:
+    from ..simulators import is_numba_cuda_kernel, numba_simulating, use_cuda_simulator
+
+    if is_numba_cuda_kernel(answer):
+        return ("that is a kernel: pass your function apply_kernel(kernel, x, threads), which launches the kernel "
+                "it is given.")
+    if not callable(answer):
+        return f"expected a function apply_kernel(kernel, x, threads), got {type(answer).__name__}."
+    if numba_simulating() is False:
+        from ..device import cuda_available
+
+        if not cuda_available():
+            return use_cuda_simulator()
+    use_cuda_simulator()
+    for n, threads in LAUNCH_CASES:
+        _, wrong = _launch_problem(answer, n, threads)
+        if wrong:
+            return wrong
+    return None
+
+
+def _launch_output(answer):
+    return _launch_problem(answer, *LAUNCH_CASES[0])[0]
+
+
+def _launch_expected():
+    return 2 * _launch_input(LAUNCH_CASES[0][0])
+
+
 register(
-    Exercise("ex-kernels-grid-size", lambda: (1_000_003 + 255) // 256, rtol=0.0, writes="a number"),
+    Exercise("ex-kernels-launch", _launch_expected, rtol=0.0, method=_launches_a_right_grid, result=_launch_output,
+             writes="device code"),
     Exercise("ex-kernels-numba-saxpy", _saxpy_expected, rtol=1e-6, method=_is_a_guarded_numba_saxpy,
              result=_numba_saxpy_output, writes="device code"),
     Exercise("ex-kernels-triton-relu", _relu_expected, rtol=0.0, method=_is_a_masked_triton_relu,

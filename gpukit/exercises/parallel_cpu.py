@@ -1,23 +1,23 @@
-"""Chapter 2, parallel Python on the CPU: what its exercises expect, and how a wrong answer is told apart."""
+"""Chapter 2, parallel Python on the CPU: what its exercises expect, and how a wrong answer is told apart.
+
+- ``ex-par-dask-mean``: a Dask graph (one task per fold and one that averages them), checked as a graph and
+  then computed;
+- ``ex-par-streams``: a function that makes one torch generator per worker on the lesson's device, checked
+  for what makes streams fit for parallel work (its own device, distinct, reproducible, no overlap with the
+  next seed's streams: :func:`gpukit.random_streams.torch_stream_problems`);
+- ``ex-par-pi``: a Monte Carlo estimate of pi per worker, drawn on the device from each worker's generator.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..arrays import library_of
+from ..device import pick_device
+from ..random_streams import torch_generators, torch_stream_problems
 from .checking import Exercise, register
 
-
-def _torch_threads_now():
-    import torch
-
-    return torch.get_num_threads()
-
-
-def _first_draws_of_jumped_generators():
-    from ..random_streams import first_draws, jumped_generators
-
-    return first_draws(jumped_generators(2026, 4))
+# ------------------------------------------------------------------ ex-par-dask-mean
 
 
 def _mean_of_folds(serial_errors):
@@ -39,9 +39,77 @@ def _computed(answer):
     return answer.compute()
 
 
+# ------------------------------------------------------------------ ex-par-streams
+MANY_WORKERS = 16
+
+
+def _stream_problems(answer) -> str | None:
+    return torch_stream_problems(answer, pick_device())
+
+
+def _distinct_streams(answer) -> int:
+    """How many of ``MANY_WORKERS`` workers draw numbers no other worker draws (seed 7)."""
+    import torch
+
+    rows = [tuple(torch.rand(4, generator=g, device=g.device).tolist())
+            for g in answer(7, MANY_WORKERS, pick_device())]
+    return sum(rows.count(row) == 1 for row in rows)
+
+
+# ------------------------------------------------------------------ ex-par-pi
+PI_SEED, PI_WORKERS, PI_POINTS = 2026, 4, 10_000
+
+
+def _pi_generators() -> list:
+    return torch_generators(PI_SEED, PI_WORKERS, device=pick_device())
+
+
+def pi_per_worker(generators, n_points: int):
+    """The reference: each worker draws its points on its generator's device and keeps the estimate there."""
+    import torch
+
+    estimates = []
+    for g in generators:
+        points = torch.rand(n_points, 2, generator=g, device=g.device)
+        inside = (points * points).sum(dim=1) <= 1.0
+        estimates.append(4 * inside.float().mean())
+    return torch.stack(estimates)
+
+
+def _pi_expected():
+    return pi_per_worker(_pi_generators(), PI_POINTS)
+
+
+_PI_RUNS: dict[int, object] = {}
+
+
+def _pi_problems(answer) -> str | None:
+    if not callable(answer):
+        return f"expected a function (def pi_estimates(generators, n_points): ...), got {type(answer).__name__}."
+    generators = _pi_generators()
+    untouched = [g.get_state() for g in _pi_generators()]
+    try:
+        _PI_RUNS[id(answer)] = answer(generators, PI_POINTS)
+    except Exception as error:  # the learner's code: any error is the answer to report
+        return f"your function raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+    import torch
+
+    idle = [k for k, g in enumerate(generators) if torch.equal(g.get_state(), untouched[k])]
+    if idle:
+        return (f"your function drew nothing from generator {idle[0]}: pass each worker's own generator to "
+                "torch.rand (generator=g), or the workers share one stream.")
+    return None
+
+
+def _pi_output(answer):
+    return _PI_RUNS.pop(id(answer))
+
+
 register(
-    Exercise("ex-par-torch-threads", _torch_threads_now, writes="CPU code"),
     Exercise("ex-par-dask-mean", _mean_of_folds, needs=("serial_errors",), rtol=1e-9,
              method=_is_a_dask_graph_over_folds, result=_computed, writes="CPU code"),
-    Exercise("ex-par-jumped", _first_draws_of_jumped_generators, writes="CPU code"),
+    Exercise("ex-par-streams", lambda: MANY_WORKERS, method=_stream_problems, result=_distinct_streams,
+             writes="device code"),
+    # 5e-4: a point on the circle's edge may fall either side with another order of float32 operations.
+    Exercise("ex-par-pi", _pi_expected, method=_pi_problems, result=_pi_output, rtol=5e-4, writes="device code"),
 )
