@@ -26,10 +26,13 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
-import pandas as pd
-from matplotlib.patches import Patch
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and Matplotlib are imported where a trace is read or drawn: `import gpukit` must work in a kernel
+# without them (gpukit.exercises imports this module for is_host_wait).
 
 __all__ = ["HOST_WAITS", "is_host_wait", "plot_trace", "read_trace"]
 
@@ -174,6 +177,8 @@ def read_trace(path, *, hide: Iterable[str] = HIDDEN_CATEGORIES, ranges: Iterabl
                      "duration_us": max(float(event.get("dur", 0.0)), 0.0), "pid": pid, "tid": tid,
                      "row": _row_label(pid, tid, processes, threads)})
     columns = ["name", "category", "start_ms", "duration_ms", "row", "row_order", "depth"]
+    import pandas as pd  # here, not at the top: see the imports
+
     if not rows:
         return pd.DataFrame(columns=columns)
     table = pd.DataFrame(rows).sort_values(["start_us", "duration_us"], ascending=[True, False], kind="stable")
@@ -206,6 +211,10 @@ def plot_trace(trace, *, title: str | None = None, start_ms: float | None = None
     outlined in red. ``start_ms``/``end_ms`` zoom in on a window; ``rows`` keeps only the named bands;
     ``ranges`` names a JAX trace's ranges (see :func:`read_trace`). Returns the figure.
     """
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.patches import Patch
+
     table = trace if isinstance(trace, pd.DataFrame) else read_trace(trace, ranges=ranges)
     if rows is not None:
         wanted = set(rows)
