@@ -169,7 +169,7 @@ def visit(browser, url: str, screenshot: Path | None = None) -> list[str]:
         problems.append(favicon)
     if page.locator(".math").count():
         try:
-            page.wait_for_selector("mjx-container", timeout=20_000)
+            page.wait_for_selector("mjx-container", state="attached", timeout=20_000)
         except PlaywrightTimeout:
             problems.append("maths on the page was not typeset by MathJax")
     if screenshot is not None:
