@@ -11,29 +11,17 @@
   where it has not (Apple's MPS).
 
 As in chapter 4's checks, the function runs once, in the ``method`` step, and what it returned goes to the
-comparison (``result``) through :data:`_OUTPUTS`.
+comparison (``result``) through :func:`.checking.keep_output`.
 """
 
 from __future__ import annotations
 
 from .checking import Exercise, compare, register
+from .checking import keep_output as _kept
+from .checking import kept_output as _output_of
+from .checking import raised as _raised
 
 _TANH_RTOL, _TANH_ATOL = 1e-5, 1e-6
-
-_OUTPUTS: dict[int, object] = {}
-
-
-def _kept(answer, output) -> None:
-    _OUTPUTS[id(answer)] = output
-
-
-def _output_of(answer):
-    return _OUTPUTS.pop(id(answer), None)
-
-
-def _raised(what: str, error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [""])[0][:300].rstrip(" .!:")
-    return f"{what} raised {type(error).__name__}: {first}"
 
 
 def _on(device, tensor):

@@ -120,6 +120,36 @@ WRITES = {
 }
 
 
+# What a learner's function returned when a check's method step ran it, for the result step that follows at
+# once: the chapters' checks run an answer once and judge both the way and the result from that run.
+_OUTPUTS: dict[int, object] = {}
+
+
+def keep_output(answer, output) -> None:
+    _OUTPUTS[id(answer)] = output
+
+
+def kept_output(answer):
+    return _OUTPUTS.pop(id(answer), None)
+
+
+def first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:300]
+
+
+def raised(what: str, error: BaseException) -> str:
+    """``what raised TypeError: <first line of its message>``, without a closing stop, for a sentence to go on."""
+    return f"{what} raised {type(error).__name__}: {first_line(error).rstrip(' .!:')}"
+
+
+def not_a_function(answer, name: str, takes: str) -> str | None:
+    """Why ``answer`` is not the learner's function, or None."""
+    if callable(answer) and not isinstance(answer, type):
+        return None
+    return (f"expected your function itself ({name}, a def taking {takes}), got {type(answer).__name__}: pass the "
+            "function, not what it returns.")
+
+
 def register(*exercises: Exercise) -> None:
     """Add exercises to the book's registry; a label may be used once only."""
     for exercise in exercises:

@@ -20,7 +20,7 @@ and, on a GPU, loads kernels):
   optimiser's ``step`` inside ``optimiser``; and it compares the trained parameters with plain training.
 
 The checks run the learner's function once, in the ``method`` step, and hand what it trained to the comparison
-(``result``) through :data:`_OUTPUTS`.
+(``result``) through :func:`.checking.keep_output`.
 """
 
 from __future__ import annotations
@@ -30,34 +30,14 @@ from collections.abc import Callable
 
 from ..traces import is_host_wait
 from .checking import Exercise, register
+from .checking import keep_output as _kept
+from .checking import kept_output as _output_of
+from .checking import not_a_function as _a_function
+from .checking import raised as _raised
 
-_OUTPUTS: dict[int, object] = {}
 _STEPS = 6  # profiled steps, after one unprofiled
 _MAX_NORM = 3.0  # with the check's data the gradient norm starts near 9 and falls below 3 by the 6th step
 _LR = 0.1
-
-
-def _kept(answer, output) -> None:
-    _OUTPUTS[id(answer)] = output
-
-
-def _output_of(answer):
-    return _OUTPUTS.pop(id(answer), None)
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [""])[0][:300]
-
-
-def _raised(what: str, error: BaseException) -> str:
-    return f"{what} raised {type(error).__name__}: {_first_line(error).rstrip(' .!:')}"
-
-
-def _a_function(answer, name: str, takes: str) -> str | None:
-    if callable(answer) and not isinstance(answer, type):
-        return None
-    return (f"expected your function itself ({name}, a def taking {takes}), got {type(answer).__name__}: pass the "
-            "function, not what it returns.")
 
 
 # ------------------------------------------------------------------------------------------- the check's data

@@ -19,7 +19,7 @@ Each exercise asks for a function, and the check runs it on the lesson's device 
   compares the fits with a ``float64`` reference.
 
 The checks run the learner's function once, in the ``method`` step, and hand what it returned to the
-comparison (``result``) through :data:`_OUTPUTS`.
+comparison (``result``) through :func:`.checking.keep_output`.
 """
 
 from __future__ import annotations
@@ -28,34 +28,11 @@ import logging
 from collections.abc import Callable
 
 from .checking import Exercise, register
-
-# What the method step's run of a learner's function returned, for the result step that follows it at once.
-_OUTPUTS: dict[int, object] = {}
-
-
-def _kept(answer, output) -> None:
-    _OUTPUTS[id(answer)] = output
-
-
-def _output_of(answer):
-    return _OUTPUTS.pop(id(answer), None)
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [""])[0][:300]
-
-
-def _raised(what: str, error: BaseException) -> str:
-    """``what raised TypeError: <first line of its message>``, without a closing stop, for a sentence to go on."""
-    return f"{what} raised {type(error).__name__}: {_first_line(error).rstrip(' .!:')}"
-
-
-def _a_function(answer, name: str, takes: str) -> str | None:
-    """Why ``answer`` is not the learner's function, or None."""
-    if callable(answer) and not isinstance(answer, type):
-        return None
-    return (f"expected your function itself ({name}, a def taking {takes}), got {type(answer).__name__}: pass the "
-            "function, not what it returns.")
+from .checking import first_line as _first_line
+from .checking import keep_output as _kept
+from .checking import kept_output as _output_of
+from .checking import not_a_function as _a_function
+from .checking import raised as _raised
 
 
 def _plain(function):
