@@ -102,10 +102,15 @@ def _sbatch_refuses(text: str, reference: str) -> str | None:
 
 # ------------------------------------------------------------------------------------------ the job script
 def _read(answer):
+    """(text, script, what is wrong): the answer as a job script, and why it is not one that sbatch reads as
+    its writer meant (not a script, or a directive sbatch misreads), or None."""
     from ..slurm import read_job_script
 
     text, wrong = _script_text(answer)
-    return (None, None, wrong) if wrong else (text, read_job_script(text), None)
+    if wrong:
+        return None, None, wrong
+    script = read_job_script(text)
+    return text, script, _what_sbatch_misreads(script)
 
 
 def _numbers_of(script) -> dict:
@@ -140,9 +145,6 @@ def _a_script_for_the_request(answer) -> str | None:
     text, script, wrong = _read(answer)
     if wrong:
         return wrong
-    misread = _what_sbatch_misreads(script)
-    if misread:
-        return misread
     options = script.options()
     for name in ("partition", "account"):
         if name in options:
@@ -221,9 +223,6 @@ def _an_array_script_for_the_sweep(answer) -> str | None:
     text, script, wrong = _read(answer)
     if wrong:
         return wrong
-    misread = _what_sbatch_misreads(script)
-    if misread:
-        return misread
     options = script.options()
     if "array" not in options:
         return "the script has no #SBATCH --array= line: it would run once, not once per point of the grid."
