@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
+import lesson_runs  # noqa: E402
 from lesson_solutions import as_tested  # noqa: E402
 
 try:
@@ -42,9 +43,23 @@ def notebooks_read_as_tested(name: str):
 
 if IPyNbFile is not None:
     class LessonAsTested(IPyNbFile):
+        """nbval's notebook, read as tested; its run is kept for the test site (tests/lesson_runs.py)."""
+
         def collect(self):
             with notebooks_read_as_tested(self.path.name):
-                yield from super().collect()
+                self.cells_as_tested = list(super().collect())
+            yield from self.cells_as_tested
+
+        def setup(self):
+            self.started = time.perf_counter()
+            super().setup()
+
+        def teardown(self):
+            try:
+                lesson_runs.keep(self.path, self.cells_as_tested, time.perf_counter() - self.started,
+                                 self.timed_out)
+            finally:
+                super().teardown()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -10,7 +10,9 @@ jupyter-cache's own single-notebook executor, in the notebook's folder, with the
 execution-statistics page shows it). A notebook that fails is left uncached and reported; the build then
 runs it again and fails on it with the full error, as without this script.
 
-    python scripts/execute_notebooks.py [--jobs N]
+    python scripts/execute_notebooks.py [--jobs N] [--cache FOLDER]
+
+(The test site of `make test` has a cache of its own: tests/site_build.py passes --cache.)
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def default_timeout() -> int:
     return int(config.get("execute", {}).get("timeout", 300))
 
 
-def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
+def execute(path: Path, timeout: int, cache_folder: Path = CACHE) -> tuple[Path, float | None, str | None]:
     """Run one notebook and cache it; returns (path, seconds, error)."""
     for attempt in range(1, KERNEL_STARTS + 1):
         nb = nbformat.read(path, as_version=4)
@@ -78,7 +80,7 @@ def execute(path: Path, timeout: int) -> tuple[Path, float | None, str | None]:
             print(f"  {path.relative_to(ROOT)}: the kernel did not start ({error}); starting another", flush=True)
     if result.err is not None:
         return path, None, ANSI_ESCAPE.sub("", f"{result.err.__class__.__name__}: {str(result.err)[-1500:]}")
-    cache = get_cache(str(CACHE))
+    cache = get_cache(str(cache_folder))
     cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": result.time}),
                                 check_validity=False, overwrite=True)
     return path, result.time, None
@@ -96,11 +98,12 @@ def report(path: Path, seconds: float | None, error: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks run at once")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="the execution cache to fill")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
 
-    cache = get_cache(str(CACHE))
+    cache = get_cache(str(args.cache))
     stale = []
     for path in toc_notebooks():
         try:
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if not batch:
             continue
         with ProcessPoolExecutor(max_workers=min(jobs, len(batch))) as pool:
-            runs = [pool.submit(execute, path, default_timeout()) for path in batch]
+            runs = [pool.submit(execute, path, default_timeout(), args.cache) for path in batch]
             for run in as_completed(runs):
                 report(*run.result())
     # Failures are not this script's to report in full: the build runs them again and shows the traceback.

@@ -6,8 +6,10 @@ at the git server it starts beside it. Everything else is the book's configurati
 the pages are the ones Jupyter Book and its theme write for a real site. The build goes to
 ``_build/site-test`` and leaves ``_build/html`` (what `make book` built) alone.
 
-Notebooks are not executed twice: scripts/execute_notebooks.py fills the book's execution cache first
-(nothing to do after `make book`), and the build reads that cache.
+Notebooks are not executed again: the test site has an execution cache of its own, filled with the book's
+cached run of each lesson where `make book` made one, else with this test run's nbval run of it
+(tests/lesson_runs.py; the build waits for those), and only a lesson that has neither (a test of the site run
+alone) is executed, by scripts/execute_notebooks.py, offline.
 
 pytest-xdist runs the two test files in different processes: a lock file lets the first build and the
 other wait for it; the record of the build says which test run made it, so each run builds anew.
@@ -17,14 +19,17 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import yaml
-from booktoc import ROOT
+from booktoc import ROOT, toc_files
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from lesson_runs import current_test_run, executed_path, wait_for
 from netns import loopback_namespace_prefix
 
 from gpukit.distributed import free_port
@@ -33,8 +38,12 @@ SITE = ROOT / "_build" / "site-test"
 HTML = SITE / "_build" / "html"
 RECORD = SITE / "build.json"
 CACHE = ROOT / "_build" / ".jupyter_cache"
+SITE_CACHE = SITE / ".jupyter_cache"
+# The longest the build waits for the lessons' nbval runs on the other pytest worker: about all of them, one
+# after another, on a slow machine.
+LESSON_RUNS_WAIT_S = 1500
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
-EXECUTE_NOTEBOOKS = [sys.executable, str(ROOT / "scripts" / "execute_notebooks.py")]
+EXECUTE_NOTEBOOKS = [sys.executable, str(ROOT / "scripts" / "execute_notebooks.py"), "--cache", str(SITE_CACHE)]
 
 # The branch the test site launches: not the repository's default, because a launch link that loses its
 # branch (a known Jupyter Book bug) would still pull the default and look right.
@@ -45,10 +54,6 @@ REPOSITORY_PATH = "gpu-python/gpu-python"
 NAMESPACE_PORTS = {"hub": 8765, "git": 9418}
 
 
-def current_test_run() -> str:
-    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
-
-
 def site_config(hub_url: str, repository_url: str, branch: str) -> dict:
     """The book's _config.yml with the hub URL and the repository (URL and branch) changed, and the
     execution cache named by its absolute path, because the build's output folder is not the book's."""
@@ -56,16 +61,49 @@ def site_config(hub_url: str, repository_url: str, branch: str) -> dict:
     config["launch_buttons"]["jupyterhub_url"] = hub_url
     config["repository"]["url"] = repository_url
     config["repository"]["branch"] = branch
-    config["execute"]["cache"] = str(CACHE)
+    config["execute"]["cache"] = str(SITE_CACHE)
     # Jupyter Book resolves local extensions against the config file's folder, which is not the book's here.
     extensions = config["sphinx"]["local_extensions"]
     config["sphinx"]["local_extensions"] = {name: str(ROOT / folder) for name, folder in extensions.items()}
     return config
 
 
-def _build(record: dict) -> dict:
+def lessons() -> list[Path]:
+    return [ROOT / f"{doc}.ipynb" for doc in toc_files() if (ROOT / f"{doc}.ipynb").is_file()]
+
+
+def seed_cache(run_here: set[Path]) -> dict[str, str]:
+    """A new cache for the test site, with each lesson's outputs from the book's cache, or else from this test
+    run's nbval run of it (waiting for it); returns where each lesson's outputs came from."""
+    shutil.rmtree(SITE_CACHE, ignore_errors=True)
+    site_cache = get_cache(str(SITE_CACHE))
+    book_cache = get_cache(str(CACHE)) if CACHE.is_dir() else None
+    sources, waiting = {}, []
+    for path in lessons():
+        try:
+            found = book_cache.match_cache_notebook(nbformat.read(path, as_version=4)) if book_cache else None
+        except KeyError:
+            found = None
+        if found is not None:
+            bundle = book_cache.get_cache_bundle(found.pk)
+            site_cache.cache_notebook_bundle(CacheBundleIn(bundle.nb, str(path), data=found.data),
+                                             check_validity=False, overwrite=True)
+            sources[path.name] = "the book's cache"
+        elif path.resolve() in run_here:
+            waiting.append(path)
+    for path, run in wait_for(waiting, LESSON_RUNS_WAIT_S).items():
+        if run["usable"]:
+            nb = nbformat.read(executed_path(path), as_version=4)
+            site_cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": run["seconds"]}),
+                                             check_validity=False, overwrite=True)
+            sources[path.name] = "this run's nbval run"
+    return sources
+
+
+def _build(record: dict, run_here: set[Path]) -> dict:
     for stale in (HTML, SITE / "_build" / ".doctrees", SITE / "_build" / "jupyter_execute"):
         shutil.rmtree(stale, ignore_errors=True)
+    record = {**record, "outputs_from": seed_cache(run_here)}
     config_file = SITE / "_config.yml"
     config_file.write_text(yaml.safe_dump(site_config(record["hub_url"], record["repository_url"], LAUNCH_BRANCH)))
     prefix = loopback_namespace_prefix()[0] if record["offline"] else None
@@ -81,10 +119,11 @@ def _build(record: dict) -> dict:
     return record
 
 
-def built_site() -> dict:
+def built_site(run_here: set[Path] = frozenset()) -> dict:
     """Build the test site unless this test run already did; returns the build's record: ``html``,
     ``offline`` (built with no network), ``why_not`` (why not), ``hub_url``, ``repository_url``, ``branch``,
-    ``ports`` and ``error`` (empty when the build worked)."""
+    ``ports``, ``outputs_from`` (each lesson's source of outputs, if not executed for the site) and ``error``
+    (empty when the build worked). ``run_here``: the lessons nbval runs in this test run."""
     SITE.mkdir(parents=True, exist_ok=True)
     with open(SITE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -101,6 +140,6 @@ def built_site() -> dict:
             "repository_url": f"git://127.0.0.1:{ports['git']}/{REPOSITORY_PATH}",
             "error": "",
         }
-        record = _build(record)
+        record = _build(record, set(run_here))
         RECORD.write_text(json.dumps(record, indent=1))
         return record

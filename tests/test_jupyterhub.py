@@ -37,6 +37,7 @@ from hub_session import (
     processes_using,
     serve_repository,
 )
+from lesson_runs import run_in
 from netns import loopback_namespace_prefix
 from site_build import REPOSITORY_PATH, built_site
 from slurm_cluster import PARTITION, SlurmCluster, why_not_here
@@ -57,8 +58,8 @@ def launch_link(site: dict, doc: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def site():
-    record = built_site()
+def site(request):
+    record = built_site(run_in(request.session))
     if record["error"]:
         pytest.fail(record["error"])
     return record

@@ -2,8 +2,8 @@
 and checked for accessibility with axe-core.
 
 The site is the one tests/site_build.py builds once per test run (the book's configuration, with the launch
-links pointed at the JupyterHub test's servers) into _build/site-test; the build reuses the execution cache
-in _build/.jupyter_cache, so notebooks run again only if they changed (or on a fresh clone).
+links pointed at the JupyterHub test's servers) into _build/site-test, from the lessons' outputs of `make book`
+or of this run's nbval runs, so no lesson runs again for it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlparse
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from booktoc import toc_files
+from lesson_runs import run_in
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 from site_build import HTML, SITE, built_site
@@ -37,15 +38,23 @@ AXE_OPTIONS = {"resultTypes": ["violations"], "rules": {"label-content-name-mism
 
 
 @pytest.fixture(scope="module")
-def site():
+def site(request):
     """The test site, built offline when possible. Yields whether the build was offline."""
-    record = built_site()
+    record = built_site(run_in(request.session))
     if record["error"]:
         pytest.fail(record["error"])
     if not record["offline"]:
         print(f"Built with the network available: {record['why_not']}")
     assert (HTML / "index.html").is_file()
-    return {"offline": record["offline"], "why_not": record["why_not"]}
+    return {"offline": record["offline"], "why_not": record["why_not"], "outputs_from": record["outputs_from"],
+            "run_here": run_in(request.session)}
+
+
+def test_no_lesson_is_executed_again_for_the_site(site):
+    """Each lesson nbval ran in this test run reaches the site with outputs it already has: `make test` executes a
+    lesson once (the book's cache, after `make book`, or else nbval's run)."""
+    executed = sorted(path.name for path in site["run_here"] if path.name not in site["outputs_from"])
+    assert not executed, f"executed again for the test site: {executed} (see _build/site-test/lesson-runs/*.json)"
 
 
 def test_book_builds_with_no_network(site):
