@@ -57,7 +57,7 @@ help:
 	@echo "make lint   - ruff over the package, tests, _ext and scripts (120 columns) and the notebooks (88)"
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
-	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests)"
+	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
 	@echo "make clean  - remove _build (keeps .venv)"
 
 # What each command installs into .venv, as gpukit's extras: `make book` the lessons and the book build;

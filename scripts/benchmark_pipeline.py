@@ -1,44 +1,96 @@
-"""Time the book's pipeline: clean build, unchanged rebuild, rebuild after editing one notebook, tests.
+"""Time the book's pipeline, phase by phase, so that the next regression is easy to place.
 
-Run with `make bench` (the environment must be installed). It deletes _build first, edits one notebook for a
-moment (restored afterwards, whatever happens) and writes the figures to _build/bench.json.
+    python scripts/benchmark_pipeline.py                 # here: clean build, rebuilds, tests (`make bench`)
+    python scripts/benchmark_pipeline.py --fresh-clone   # as a newcomer: clone HEAD, install, book, test
+
+In place it deletes _build first, edits one notebook for a moment (restored afterwards, whatever happens), and
+runs `make book` three times (clean, unchanged, after the edit) and `make test` once. With --fresh-clone it clones
+the committed HEAD into a new folder whose path is deep and has spaces (as CI and newcomers have), then runs
+`make setup` (the install), `make book` and `make test` there; the clone is deleted at the end.
+
+Each step prints its time; `make book` steps print each notebook's execution time (scripts/execute_notebooks.py
+reports them) and `make test` the busy time of each group of tests (from pytest's JUnit report: tests run on two
+workers, so the groups add up to about twice the wall time). Everything is written to _build/bench.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
-# The notebooks a step executed: scripts/execute_notebooks.py lists each with its time; the build names any
-# it had to execute itself.
-EXECUTED = re.compile(r"(\S+\.ipynb)(?:: Executing notebook|: \d+\.\d s$)", re.MULTILINE)
+# "  notebooks/01-cpu-vs-gpu.ipynb: 17.0 s", one line per notebook scripts/execute_notebooks.py ran.
+NOTEBOOK_TIME = re.compile(r"^\s*(\S+\.ipynb): (\d+\.\d) s$", re.MULTILINE)
+# Notebooks the Jupyter Book build had to execute itself (none, when the script above cached them all).
+BUILD_EXECUTED = re.compile(r"(\S+\.ipynb): Executing notebook", re.MULTILINE)
+# The groups a `make test` run is read in: a test file's name, or one of these for the notebooks' own runs.
+GROUPS = {
+    "notebooks": "the lessons under nbval",
+    "tests/test_thin_kernel.py": "the lessons in a thin kernel",
+    "tests/test_site.py": "the offline site build and the browser",
+    "tests/test_jupyterhub.py": "the JupyterHub session",
+    "tests/test_slurm_templates.py": "the job templates on the test Slurm",
+}
 
 
-def run(label: str, command: list[str]) -> dict:
+def run(label: str, command: list[str], cwd: Path, env: dict | None = None) -> dict:
     print(f"-> {label}: {' '.join(command)}", flush=True)
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        sys.exit(f"{label} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    executed = sorted({Path(p).name for p in EXECUTED.findall(done.stdout + done.stderr)})
-    print(f"   {seconds:.1f} s; notebooks executed: {executed or 'none'}", flush=True)
-    return {"step": label, "seconds": round(seconds, 1), "executed": executed}
+        sys.exit(f"{label} failed ({done.returncode}) after {seconds:.0f} s:\n{done.stdout[-4000:]}\n"
+                 f"{done.stderr[-4000:]}")
+    text = done.stdout + done.stderr
+    notebooks = {Path(name).name: float(s) for name, s in NOTEBOOK_TIME.findall(text)}
+    by_build = sorted({Path(name).name for name in BUILD_EXECUTED.findall(text)})
+    print(f"   {seconds:.1f} s", flush=True)
+    for name, s in sorted(notebooks.items()):
+        print(f"     {name}: {s:.1f} s", flush=True)
+    if by_build:
+        print(f"     executed by the build itself: {', '.join(by_build)}", flush=True)
+    return {"step": label, "seconds": round(seconds, 1), "notebooks": notebooks, "executed_by_build": by_build}
 
 
-def main() -> None:
-    make = shutil.which("make") or "make"
+def busy_seconds_per_group(junit: Path) -> dict[str, float]:
+    """Seconds spent in each group of tests: a test file, or all the notebooks' nbval runs together."""
+    seconds: dict[str, float] = defaultdict(float)
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("classname", "")
+        # pytest names a test's class "tests.test_site" (or "tests.test_site.TestClass"); nbval's "notebooks.<file>".
+        parts = name.split(".")
+        group = "notebooks" if parts[0] == "notebooks" else "/".join(parts[:2]) + ".py" if len(parts) > 1 else name
+        seconds[group] += float(case.get("time", 0))
+    return dict(sorted(seconds.items(), key=lambda item: -item[1]))
+
+
+def run_tests(cwd: Path, make: str) -> dict:
+    junit = Path(tempfile.mkdtemp(prefix="bench-")) / "junit.xml"
+    env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={junit}".strip()}
+    result = run("make test", [make, "test"], cwd, env)
+    groups = busy_seconds_per_group(junit)
+    print("   busy seconds per group of tests (two workers):", flush=True)
+    for group, seconds in list(groups.items())[:20]:
+        print(f"     {group}: {seconds:.0f} s{'  (' + GROUPS[group] + ')' if group in GROUPS else ''}", flush=True)
+    shutil.rmtree(junit.parent, ignore_errors=True)
+    return {**result, "test_groups": {group: round(s, 1) for group, s in groups.items()}}
+
+
+def in_place(make: str) -> list[dict]:
     shutil.rmtree(BUILD, ignore_errors=True)
-    results = [run("make book from a clean _build", [make, "book"])]
-    results.append(run("make book, nothing changed", [make, "book"]))
-
+    results = [run("make book from a clean _build", [make, "book"], ROOT)]
+    results.append(run("make book, nothing changed", [make, "book"], ROOT))
     notebook = sorted((ROOT / "notebooks").glob("*.ipynb"))[0]
     original = notebook.read_text(encoding="utf-8")
     try:
@@ -46,15 +98,38 @@ def main() -> None:
         last_code = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
         last_code["source"] = [*last_code["source"], "\n# edited by scripts/benchmark_pipeline.py"]
         notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        results.append(run(f"make book after editing {notebook.name}", [make, "book"]))
+        results.append(run(f"make book after editing {notebook.name}", [make, "book"], ROOT))
     finally:
         notebook.write_text(original, encoding="utf-8")
+    results.append(run_tests(ROOT, make))
+    return results
 
-    results.append(run("make test", [make, "test"]))
+
+def fresh_clone(make: str) -> list[dict]:
+    top = Path(tempfile.mkdtemp(prefix="bench-clone-"))
+    clone = top / "a deep path" / "with spaces in it" / "GPU Workshop" / "gpu python"
+    clone.parent.mkdir(parents=True)
+    try:
+        subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+        results = [run("install (make setup)", [make, "setup"], clone)]
+        results.append(run("make book", [make, "book"], clone))
+        results.append(run_tests(clone, make))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh-clone", action="store_true", help="time install, book and test in a new clone")
+    args = parser.parse_args(argv)
+    make = shutil.which("make") or "make"
+    results = fresh_clone(make) if args.fresh_clone else in_place(make)
+    BUILD.mkdir(exist_ok=True)
     (BUILD / "bench.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print("\n| step | seconds | notebooks executed |\n|---|---|---|")
     for r in results:
-        print(f"| {r['step']} | {r['seconds']} | {', '.join(r['executed']) or 'none'} |")
+        print(f"| {r['step']} | {r['seconds']} | {len(r['notebooks'])} |")
 
 
 if __name__ == "__main__":
