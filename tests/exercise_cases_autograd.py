@@ -1,7 +1,10 @@
 """Chapter 5 (autograd and custom operations): each exercise's solution, and wrong answers with a word the
 check's message must contain. The device exercises run on the chosen device (a GPU where the tests have one);
 their wrong answers are the classic mistakes: a forgotten minus sign or ``grad_y``, gradients that accumulate
-in ``.grad``, a tensor made on the host inside a backward, a forward changed by mistake."""
+in ``.grad``, a tensor made on the host inside a backward, a forward changed by mistake, a fake implementation
+that describes the wrong result (the input's shape, PyTorch's default dtype and device) or reads values."""
+
+import itertools
 
 import numpy as np
 import torch
@@ -96,10 +99,42 @@ def _right_only_in_float32(grad_y, y):  # a bug on the float64 path only, which 
     return grad_y * (1 - y * y)
 
 
+# ----------------------------------------------------------------------------- ex-autograd-fake-distances
+_OPERATOR_NUMBERS = itertools.count()
+
+
+def pair_distances_operator(fake=None, squared=False):
+    """The lesson's pair_distances, as a new custom operator (a name of its own at each call, as an operator is
+    registered for the whole process), with ``fake`` as its fake implementation (none if None)."""
+
+    @torch.library.custom_op(f"gpubook_cases::pair_distances_{next(_OPERATOR_NUMBERS)}", mutates_args=())
+    def pair_distances(points: torch.Tensor) -> torch.Tensor:
+        p = points.numpy(force=True)
+        distances = ((p[:, None, :] - p[None, :, :]) ** 2).sum(axis=-1)
+        return torch.from_numpy(distances if squared else np.sqrt(distances)).to(points.device)
+
+    if fake is not None:
+        pair_distances.register_fake(fake)
+    return pair_distances
+
+
+def _fake_distances(points):  # the solution: an empty (n, n) tensor with the points' dtype and device
+    return points.new_empty(points.shape[0], points.shape[0])
+
+
+def _fake_that_runs_the_kernel(points):  # NumPy on a fake tensor: it has no values
+    p = points.numpy()
+    return torch.from_numpy(np.sqrt(((p[:, None, :] - p[None, :, :]) ** 2).sum(axis=-1)))
+
+
+_ON_THE_CPU = pick_device() == "cpu"  # torch.empty's defaults (float32, the CPU) are wrong in float64, or on a GPU
+
+
 SOLUTIONS = {
     "ex-autograd-grad-by-hand": lambda: (torch.tensor([1 / 3, 10 / 3, 25 / 3]), {}),
     "ex-autograd-forces": lambda: (forces, _context()),
     "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)), _context()),
+    "ex-autograd-fake-distances": lambda: (pair_distances_operator(_fake_distances), _context()),
 }
 
 WRONG_ANSWERS = {
@@ -129,5 +164,17 @@ WRONG_ANSWERS = {
         (Exp, "forward no longer computes tanh"),
         (torch.tanh, "expected your Function class itself"),
         (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)).apply, "expected your Function class"),
+    ],
+    "ex-autograd-fake-distances": lambda: [
+        (pair_distances_operator(torch.empty_like), "describes a result with shape (12, 3)"),
+        (pair_distances_operator(lambda points: torch.empty(len(points), len(points))),
+         "describes a result with dtype" if _ON_THE_CPU else "describes a result with device"),
+        (pair_distances_operator(lambda points: points.new_empty(12, 12, dtype=torch.int64)), "with dtype"),
+        (pair_distances_operator(lambda points: _fake_distances(points).T), "with strides"),
+        (pair_distances_operator(_fake_that_runs_the_kernel), "cannot run the kernel or read values"),
+        (pair_distances_operator(lambda points: None), "returned None:"),
+        (pair_distances_operator(), "has no fake implementation"),
+        (pair_distances_operator(_fake_distances, squared=True), "no longer computes the distances"),
+        (_fake_distances, "expected the custom operator itself"),
     ],
 }

@@ -1,8 +1,9 @@
 """The chapter 5 checks beyond tests/test_exercises.py: where gradcheck runs for each device (Apple's MPS has no
-float64), and a forces function written by hand, without autograd, is judged by its values as any other."""
+float64), a forces function written by hand, without autograd, is judged by its values as any other, and a fake
+implementation made of PyTorch operations (which run on fake tensors too, as the solution says) passes."""
 
 import torch
-from exercise_cases_autograd import _context
+from exercise_cases_autograd import _context, pair_distances_operator
 
 from gpukit.exercises import check
 from gpukit.exercises.autograd import gradcheck_device
@@ -21,3 +22,8 @@ def test_forces_worked_out_by_hand_are_right_too():
         return (difference / distance.unsqueeze(-1) ** 3).sum(dim=1)
 
     assert check("ex-autograd-forces", by_hand, **_context())
+
+
+def test_a_fake_implementation_made_of_pytorch_operations_passes_too():
+    operator = pair_distances_operator(lambda points: torch.cdist(points, points))
+    assert check("ex-autograd-fake-distances", operator, **_context())

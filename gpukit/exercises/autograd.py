@@ -8,7 +8,12 @@
   lesson's device in ``float32`` against autograd's own gradient of ``torch.tanh``, with an incoming gradient
   that is not all ones; on PyTorch's ``meta`` device, where a tensor the backward makes on the host fails as it
   would on a GPU; and under ``gradcheck`` in ``float64``, on the device where it has ``float64`` and on the CPU
-  where it has not (Apple's MPS).
+  where it has not (Apple's MPS);
+- ``ex-autograd-fake-distances``: the fake implementation of a custom operator (``torch.library.custom_op``) whose
+  kernel, in NumPy, computes the distances between every pair of points. The check runs the fake on fake tensors
+  (shape, dtype and device, no values) made from points in ``float32`` on the lesson's device and in ``float64``
+  where the device has it, compares what it describes with what the kernel returns, then runs
+  ``torch.library.opcheck``, which also traces the operator as ``torch.compile`` does.
 
 As in chapter 4's checks, the function runs once, in the ``method`` step, and what it returned goes to the
 comparison (``result``) through :func:`.checking.keep_output`.
@@ -17,6 +22,7 @@ comparison (``result``) through :func:`.checking.keep_output`.
 from __future__ import annotations
 
 from .checking import Exercise, compare, register
+from .checking import first_line as _first_line
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
 from .checking import raised as _raised
@@ -165,6 +171,88 @@ def _is_a_working_tanh_function(answer, device) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- ex-autograd-fake-distances
+def _pair_distances(device):
+    """|x_i - x_j| for every pair of the twelve particles (shape (12, 12), 0 on the diagonal), float32 on
+    ``device``."""
+    x = _particles(device)
+    return (x[:, None, :] - x[None, :, :]).norm(dim=-1)
+
+
+def _layout(tensor) -> dict[str, object]:
+    return {"shape": tuple(tensor.shape), "dtype": tensor.dtype, "device": tensor.device.type,
+            "strides": tuple(tensor.stride())}
+
+
+_LAYOUT_ADVICE = {
+    "shape": "work out the result's shape from the points' shape",
+    "dtype": "take the dtype from the points (points.new_empty(...), or dtype=points.dtype)",
+    "device": "take the device from the points (points.new_empty(...), or device=points.device)",
+    "strides": "return a contiguous tensor, as the kernel does (new_empty or torch.empty, not a transpose)",
+}
+
+
+def _fake_describes_the_kernel(answer, points) -> str | None:
+    """What is wrong with the fake implementation of ``answer`` for ``points``, or None."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    where = f"for points of shape {tuple(points.shape)} in {points.dtype} on {points.device.type}"
+    real = answer(points)
+    try:
+        with FakeTensorMode() as mode:
+            fake = answer(mode.from_tensor(points))
+    except Exception as error:  # the reader's fake: report whatever it raised
+        if "no fake impl" in str(error):
+            return ("your operator has no fake implementation: register one with the @pair_distances.register_fake "
+                    "decorator, then pass the operator.")
+        return (_raised(f"{where}, your fake implementation", error)
+                + ": it runs on fake tensors, which have a shape, a dtype and a device but no values, so it cannot "
+                  "run the kernel or read values (.numpy(), .item(), .tolist()). Make an empty result from the "
+                  "points' shape alone.")
+    if not isinstance(fake, torch.Tensor):
+        returned = "None" if fake is None else type(fake).__name__
+        return (f"your fake implementation returned {returned}: return an empty tensor laid out as the kernel's "
+                "result (points.new_empty(...)).")
+    got, want = _layout(fake), _layout(real)
+    for what, advice in _LAYOUT_ADVICE.items():
+        if got[what] != want[what]:
+            return (f"{where}, your fake implementation describes a result with {what} {got[what]}, where the "
+                    f"kernel returns {want[what]}: {advice}.")
+    return None
+
+
+def _is_an_operator_with_a_working_fake(answer, device) -> str | None:
+    import torch
+    from torch._library.custom_ops import CustomOpDef
+
+    if not isinstance(answer, CustomOpDef):
+        return ("expected the custom operator itself (pair_distances, what @torch.library.custom_op made of the "
+                f"function), got {type(answer).__name__}.")
+    points = _particles(device)
+    try:
+        distances = answer(points)
+    except Exception as error:
+        return _raised(f"your operator, called on points on {points.device.type},", error) + "."
+    kernel = compare(distances, _pair_distances(device), rtol=1e-5, atol=1e-6)
+    if not kernel:
+        return ("your operator's own kernel no longer computes the distances between the points ("
+                + kernel.message.rstrip(".") + "): keep the given definition, and register the fake implementation "
+                  "on it.")
+    for tried in (points, _on(gradcheck_device(device), points).double()):
+        wrong = _fake_describes_the_kernel(answer, tried)
+        if wrong:
+            return wrong
+    results = torch.library.opcheck(answer, (points,), raise_exception=False)
+    failed = [(test, error) for test, error in results.items() if error != "SUCCESS"]
+    if failed:
+        test, error = failed[0]
+        return (f"torch.library.opcheck's {test} fails, with {type(error).__name__}: "
+                f"{_first_line(error).rstrip(' .!:')}.")
+    _kept(answer, distances)
+    return None
+
+
 register(
     Exercise("ex-autograd-grad-by-hand", _gradient_of_the_mean_cubic, writes="a number"),
     Exercise("ex-autograd-forces", _coulomb_forces, needs=("device",), rtol=1e-4, atol=1e-5,
@@ -172,4 +260,6 @@ register(
     Exercise("ex-autograd-tanh-backward", _tanh_gradient_by_autograd, needs=("device",), rtol=_TANH_RTOL,
              atol=_TANH_ATOL,
              method=_is_a_working_tanh_function, result=_output_of, writes="device code"),
+    Exercise("ex-autograd-fake-distances", _pair_distances, needs=("device",), rtol=1e-5, atol=1e-6,
+             method=_is_an_operator_with_a_working_fake, result=_output_of, writes="device code"),
 )
