@@ -46,9 +46,9 @@ LESSON_TERMS = (
     "host", "device", "VRAM", "bandwidth", "memory bandwidth", "memory-bound", "latency", "throughput",
     "PCIe", "NVLink", "pinned memory", "page-locked memory", "stream", "CUDA stream", "CUDA event",
     "asynchronous launch", "synchronisation", "warm-up", "caching allocator", "memory pool", "CUDA context",
-    "FLOP/s", "fraction of peak", "roofline",
+    "FLOP/s", "fraction of peak", "roofline", "CUDA graph",
     # Number formats
-    "TF32", "TensorFloat-32", "bfloat16", "float16",
+    "TF32", "TensorFloat-32", "bfloat16", "float16", "mixed precision", "autocast", "loss scaling",
     # Software stack and compilers
     "CUDA", "driver", "CUDA toolkit", "CUDA_VISIBLE_DEVICES", "nvidia-smi", "nvcc", "NVRTC", "PTX", "cuBLAS",
     "cuDNN", "BLAS", "ROCm", "MPS", "JIT", "JIT compilation", "XLA", "tracing", "graph break", "Triton", "Numba",
