@@ -370,12 +370,19 @@ def nvcc_compile_against_torch(cuda_source: str, folder: Path) -> str:
 
 
 @needs_nvcc
-def test_the_lessons_cuda_extension_source_compiles_against_pytorchs_headers(tmp_path):
-    """What load_inline would compile on a GPU machine: its own headers, then the kernel, then the launcher."""
+def test_the_cuda_extension_sources_compile_against_pytorchs_headers(tmp_path):
+    """What load_inline would compile on a GPU machine (its own headers, then the kernel, then the launcher), for
+    chapter 5's extension and the GPU preflight's (gpukit.preflight). Both go into one translation unit: most of
+    the time is nvcc reading PyTorch's headers, which once is enough."""
+    from gpukit import preflight
+
     strings = lesson_strings()
-    symbols = nvcc_compile_against_torch(strings["SIGMOID_KERNEL"] + "\n" + strings["SIGMOID_LAUNCHER"], tmp_path)
+    sources = [strings["SIGMOID_KERNEL"], strings["SIGMOID_LAUNCHER"],
+               preflight.EXTENSION_DECLARATION + preflight.EXTENSION_SOURCE]
+    symbols = nvcc_compile_against_torch("\n".join(sources), tmp_path)
     if symbols:
         assert "sigmoid_forward(at::Tensor)" in symbols and "sigmoid_backward(at::Tensor, at::Tensor)" in symbols
+        assert "gpukit_preflight_axpy(double, at::Tensor, at::Tensor)" in symbols
 
 
 def sysconfig_include() -> str:
