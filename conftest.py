@@ -71,6 +71,32 @@ def pytest_collect_file(file_path, parent):
             for node in collected]
 
 
+# pytest-xdist hands out tests a file at a time (--dist loadfile in pyproject.toml): a notebook's cells share one
+# kernel, and a test file's module fixtures (the site build, the test Slurm, the hub) are made once. These files'
+# tests are independent and long, and are handed out one at a time instead, so that neither worker waits at the
+# end for the other to finish a whole file. (xdist_group marks would say the same, but pytest-xdist 3.8's
+# loadgroup does not group under pytest 9.2, whose tests' ids it can no longer extend.)
+SPREAD_OVER_WORKERS = {"test_thin_kernel.py", "test_exercises.py"}
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # without pytest-xdist the tests run in one process, and nothing is handed out
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class ByFileButSpreadingSome(LoadScopeScheduling):
+        """loadfile's scheduling, with each test of SPREAD_OVER_WORKERS a unit of its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if Path(file).name in SPREAD_OVER_WORKERS else file
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadfile":
+            return ByFileButSpreadingSome(config, log)
+        return None
+
+
 SESSION_START = pytest.StashKey[float]()
 
 

@@ -89,10 +89,12 @@ def run_in(session) -> set[Path]:
     return {Path(item.path).resolve() for item in session.items if Path(item.path).suffix == ".ipynb"}
 
 
-def wait_for(notebooks: list[Path], timeout: float, poll: float = 2.0) -> dict[Path, dict]:
-    """Records of this test run's nbval runs of ``notebooks``, waiting up to ``timeout`` seconds for them
-    (pytest-xdist may still be running some on the other worker); a lesson whose run never came is left out."""
-    deadline = time.monotonic() + timeout
+def wait_for(notebooks: list[Path], timeout: float, stall: float, poll: float = 2.0) -> dict[Path, dict]:
+    """Records of this test run's nbval runs of ``notebooks``, waiting for them while they keep coming (pytest-xdist
+    may still be running some on the other worker): up to ``timeout`` seconds in all, and no longer than ``stall``
+    seconds without a new one (more than any one lesson takes), in case the lessons left are queued behind the test
+    that waits. A lesson whose run never came is left out."""
+    started = last_new = time.monotonic()
     found: dict[Path, dict] = {}
     while True:
         for notebook in notebooks:
@@ -101,6 +103,8 @@ def wait_for(notebooks: list[Path], timeout: float, poll: float = 2.0) -> dict[P
             record = json.loads(record_path(notebook).read_text(encoding="utf-8"))
             if record.get("run") == current_test_run():
                 found[notebook] = record
-        if len(found) == len(notebooks) or time.monotonic() > deadline:
+                last_new = time.monotonic()
+        now = time.monotonic()
+        if len(found) == len(notebooks) or now - started > timeout or now - last_new > stall:
             return found
         time.sleep(poll)

@@ -40,8 +40,9 @@ RECORD = SITE / "build.json"
 CACHE = ROOT / "_build" / ".jupyter_cache"
 SITE_CACHE = SITE / ".jupyter_cache"
 # The longest the build waits for the lessons' nbval runs on the other pytest worker: about all of them, one
-# after another, on a slow machine.
+# after another, on a slow machine; and the longest it waits for the next one (more than any lesson takes).
 LESSON_RUNS_WAIT_S = 1500
+LESSON_RUNS_STALL_S = 240
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 EXECUTE_NOTEBOOKS = [sys.executable, str(ROOT / "scripts" / "execute_notebooks.py"), "--cache", str(SITE_CACHE)]
 
@@ -91,7 +92,7 @@ def seed_cache(run_here: set[Path]) -> dict[str, str]:
             sources[path.name] = "the book's cache"
         elif path.resolve() in run_here:
             waiting.append(path)
-    for path, run in wait_for(waiting, LESSON_RUNS_WAIT_S).items():
+    for path, run in wait_for(waiting, LESSON_RUNS_WAIT_S, LESSON_RUNS_STALL_S).items():
         if run["usable"]:
             nb = nbformat.read(executed_path(path), as_version=4)
             site_cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": run["seconds"]}),

@@ -4,6 +4,7 @@ and its outputs land on the stored lesson's own cells."""
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import lesson_runs
@@ -76,5 +77,14 @@ def test_waiting_takes_only_this_test_runs_records_and_gives_up(lesson, tmp_path
     (tmp_path / "runs").mkdir()
     lesson_runs.record_path(path).write_text(json.dumps({"run": lesson_runs.current_test_run(), "usable": True}))
     lesson_runs.record_path(other).write_text(json.dumps({"run": "an earlier run", "usable": True}))
-    found = lesson_runs.wait_for([path, other], timeout=0.3, poll=0.1)
+    found = lesson_runs.wait_for([path, other], timeout=0.3, stall=10, poll=0.1)
     assert list(found) == [path]
+
+
+def test_waiting_stops_when_no_new_run_comes(lesson, tmp_path, monkeypatch):
+    path, _ = lesson
+    monkeypatch.setattr(lesson_runs, "RUNS", tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+    started = time.monotonic()
+    assert lesson_runs.wait_for([path], timeout=60, stall=0.3, poll=0.1) == {}
+    assert time.monotonic() - started < 5
