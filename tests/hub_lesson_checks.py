@@ -14,7 +14,6 @@ cell, one dropdown solution cell, the setup cell hidden), which must measure cle
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 # MyST source that rendered text must not show. Rendered directives and roles leave none of it; what is left
@@ -81,19 +80,19 @@ def notebook_landmarks(notebook: dict) -> tuple[int | None, list[int]]:
     return setup, solution_code
 
 
-async def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
+def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
     """Wait until JupyterLab shows every cell of ``notebook`` (the file as opened) with its Markdown rendered,
     or ``timeout_s``; then count what an attendee should not see. ``complete`` says whether it got there.
-    ``page`` is a Playwright page of its asyncio API."""
+    ``page`` is a Playwright page (its synchronous API)."""
     setup, solution_code = notebook_landmarks(notebook)
     expected = len(notebook["cells"])
     started = time.monotonic()
     while True:
-        counts = await page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST])
+        counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST])
         complete = bool(counts) and counts["cells"] == expected and counts["unrendered"] == 0
         if complete or time.monotonic() - started > timeout_s:
             break
-        await asyncio.sleep(0.25)
+        time.sleep(0.25)
     return {**(counts or {}), "expected_cells": expected, "complete": complete,
             "seconds": round(time.monotonic() - started, 1)}
 

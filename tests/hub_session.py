@@ -35,6 +35,8 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # gpukit, when this file runs as a script
 
+from hub_lesson_checks import converted_control, measure_lesson, unconverted_control  # noqa: E402
+
 from gpukit.paths import build_dir  # noqa: E402
 
 # _build/cache/jupyterhub-test, or a private folder where the clone's path has spaces: the user environment's
@@ -45,6 +47,8 @@ CHP_VERSION = "5.3.0"
 CHP = NODE_PREFIX / "node_modules" / ".bin" / "configurable-http-proxy"
 USER_ENV = STATE / "user-env"
 USERS = ("ada", "grace")
+# An exercise as an attendee sees it in JupyterLab, for people to look at (the browser test's pictures are beside it).
+EXERCISE_SCREENSHOT = ROOT / "_build" / "site-test" / "screenshots" / "jupyterlab-exercise.png"
 PASSWORD = "launch-button-test"
 # What the user environment must not see: gpukit's own files in .venv's site-packages.
 HIDDEN = ("gpukit",)
@@ -322,6 +326,41 @@ def run_all_cells(page, saved_file: Path, timeout_s: float) -> float:
     return round(time.monotonic() - started, 1)
 
 
+def screenshot_an_exercise(page, path: Path) -> bool:
+    """A picture of the open notebook's first exercise (with its closed hint), if it has one."""
+    exercise = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell",
+                            has=page.locator(".myst-exercise")).first
+    if not exercise.count():
+        return False
+    exercise.scroll_into_view_if_needed()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    exercise.screenshot(path=str(path))
+    return True
+
+
+def open_fresh(page, home: Path) -> None:
+    """Leave the open notebook and forget JupyterLab's saved layout, so that the next opens alone."""
+    page.goto("about:blank")
+    for workspace in home.glob(".jupyter/lab/workspaces/*"):
+        workspace.unlink()
+
+
+def measure_controls(page, plan: dict, user: str, home: Path) -> dict:
+    """The measurement on the two control notebooks (tests/hub_lesson_checks.py), opened like the lessons."""
+    lesson = json.loads((home / plan["repository_folder"] / "notebooks" / "00-environment-check.ipynb")
+                        .read_text(encoding="utf-8"))
+    found = {}
+    for name, control in (("converted", converted_control(lesson)), ("unconverted", unconverted_control(lesson))):
+        path = home / "controls" / f"{name}.ipynb"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(control), encoding="utf-8")
+        open_fresh(page, home)
+        opened = open_launch_link(page, f"{plan['hub_url']}/user/{user}/lab/tree/controls/{name}.ipynb", user,
+                                  path.name, plan["page_timeout"])
+        found[name] = {**opened, "view": measure_lesson(page, control)} if opened["tab"] == path.name else opened
+    return found
+
+
 def browse(plan: dict, report: dict) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -345,13 +384,18 @@ def browse(plan: dict, report: dict) -> None:
                 try:
                     # JupyterLab reopens what the user had open; each page starts from an empty layout. The
                     # previous page is left first, so that it cannot save its layout again afterwards.
-                    page.goto("about:blank")
-                    for workspace in home.glob(".jupyter/lab/workspaces/*"):
-                        workspace.unlink()
+                    open_fresh(page, home)
                     # The first link also starts the user's server.
                     timeout = plan["first_timeout"] if len(report["pages"]) == 1 else plan["page_timeout"]
                     entry.update(open_launch_link(page, link, user, Path(doc).name + ".ipynb", timeout))
-                    if doc in plan["execute"] and entry["tab"] == Path(doc).name + ".ipynb":
+                    if entry["tab"] != Path(doc).name + ".ipynb":
+                        continue
+                    # What the attendee sees, before anything runs: the notebook as pulled.
+                    pulled = home / plan["repository_folder"] / f"{doc}.ipynb"
+                    entry["view"] = measure_lesson(page, json.loads(pulled.read_text(encoding="utf-8")))
+                    if "exercise_screenshot" not in report and screenshot_an_exercise(page, EXERCISE_SCREENSHOT):
+                        report["exercise_screenshot"] = str(EXERCISE_SCREENSHOT)
+                    if doc in plan["execute"]:
                         saved = home / plan["repository_folder"] / f"{doc}.ipynb"
                         entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])
                 except Exception as error:  # noqa: BLE001 - recorded per page, the test names it
@@ -362,6 +406,11 @@ def browse(plan: dict, report: dict) -> None:
                     if len(report["pages"]) == 1:
                         report["errors"].append(f"the first launch link failed, so no other was tried: {error}")
                         break
+            if not report["errors"]:
+                try:
+                    report["controls"] = measure_controls(page, plan, user, home)
+                except Exception as error:  # noqa: BLE001 - the test names it
+                    report["controls"] = {"error": f"{type(error).__name__}: {error}"}
             report["requests_leaving_loopback"] = outside
         finally:
             browser.close()

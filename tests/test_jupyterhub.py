@@ -23,7 +23,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from booktoc import toc_files
+from booktoc import ROOT, toc_files
+from hub_lesson_checks import problems
 from hub_session import (
     CHP,
     HUB_CONFIG,
@@ -179,6 +180,35 @@ def test_launch_link_opens_the_notebook_in_jupyterlab(hub, doc):
     user = USERS[0]
     assert urlparse(entry["url"]).path == f"/user/{user}/lab/tree/{REPOSITORY_FOLDER}/{doc}.ipynb", entry["url"]
     assert entry["tab"] == Path(doc).name + ".ipynb", f"JupyterLab's open tab is {entry['tab']!r}"
+
+
+@pytest.mark.parametrize("doc", LESSONS)
+def test_the_lesson_reads_in_jupyterlab_as_on_the_page(hub, doc):
+    """Opened from its launch link, before anything runs: every Markdown cell rendered by jupyterlab-myst with no
+    MyST source showing, every solution closed, the setup cell collapsed to its first line."""
+    entry = hub["report"]["pages"].get(doc, {})
+    assert "view" in entry, f"{doc} was not measured in JupyterLab: {entry.get('error', entry)}"
+    assert problems(entry["view"]) == [], f"{doc} in JupyterLab: {entry['view']}"
+
+
+def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_every_problem(hub):
+    """The control notebooks of tests/hub_lesson_checks.py, opened in the same JupyterLab: the one written in the
+    lessons' format measures clean, and each problem planted in the other is counted."""
+    controls = hub["report"].get("controls", {})
+    assert "error" not in controls and {"converted", "unconverted"} <= set(controls), controls
+    assert problems(controls["converted"]["view"]) == [], controls["converted"]
+    bad = controls["unconverted"]["view"]
+    assert bad["complete"], bad
+    # Planted: two {glue:text} roles, a {glue:figure} directive, a :label: after a blank line.
+    assert len(bad["raw_myst"]) >= 3 and any(":label:" in found for found in bad["raw_myst"]), bad["raw_myst"]
+    assert bad["open_solutions"] >= 1 and bad["visible_solution_code"] >= 2, bad
+    assert bad["setup_lines_visible"] > 1, bad
+
+
+def test_a_screenshot_shows_an_exercise_in_jupyterlab(hub):
+    shot = hub["report"].get("exercise_screenshot")
+    assert shot and Path(shot).is_file() and Path(shot).stat().st_size > 5_000, shot
+    assert Path(shot).is_relative_to(ROOT / "_build")
 
 
 def test_pulled_repository_is_on_the_configured_branch(hub, site):
