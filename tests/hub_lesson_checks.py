@@ -165,7 +165,8 @@ def converted_control(lesson: dict) -> dict:
 def unconverted_control(lesson: dict) -> dict:
     """The same lesson with one of each problem the measurement counts: the setup cell shown, an option
     after a blank line (shown as text), a directive jupyterlab-myst does not know, a solution that is not a
-    dropdown, and a solution in the old format's code cell."""
+    dropdown, and a solution in the old format's code cell. (Its glue roles, which jupyterlab-myst does not
+    know either, render as nothing at all: no source shows, so the measurement cannot count them.)"""
     return _notebook([
         _markdown("# Control: a lesson with every problem"), _setup(lesson, hidden=False), _code(_STAMP),
         _markdown(_INTRO), _code(_MEASURED),

@@ -199,8 +199,11 @@ def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_e
     assert problems(controls["converted"]["view"]) == [], controls["converted"]
     bad = controls["unconverted"]["view"]
     assert bad["complete"], bad
-    # Planted: two {glue:text} roles, a {glue:figure} directive, a :label: after a blank line.
-    assert len(bad["raw_myst"]) >= 3 and any(":label:" in found for found in bad["raw_myst"]), bad["raw_myst"]
+    # Planted: a {glue:figure} directive and a :label: after a blank line. (Also two {glue:text} roles, which
+    # jupyterlab-myst renders as nothing, leaving no source to count: tests/test_notebooks.py refuses glue roles
+    # in the lessons' source instead.)
+    raw = " ".join(bad["raw_myst"])
+    assert "Unknown Directive" in raw and ":label:" in raw, bad["raw_myst"]
     assert bad["open_solutions"] >= 1 and bad["visible_solution_code"] >= 2, bad
     assert bad["setup_lines_visible"] > 1, bad
 

@@ -41,7 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "slurm_templates"
 SITE = TEMPLATES / "site.sh"
 SCRIPTS = sorted(TEMPLATES.glob("*.sbatch")) + sorted(p for p in TEMPLATES.glob("*.sh") if p != SITE)
-WAIT_S = 240
+# Every template is submitted at once, and the one-node cluster runs them a few at a time: the last may start
+# minutes after the first, and Ray's steps drain for 30 s when the job ends.
+WAIT_S = 600
 
 # A stand-in for NVIDIA's nsys, which these machines lack: it prints its arguments and runs the profiled program.
 NSYS_STAND_IN = ROOT / "tests" / "stand_ins" / "nsys"
