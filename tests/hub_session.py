@@ -444,8 +444,12 @@ def session(plan: dict) -> dict:
         stop(git)
         for log in logs:
             log.close()
-        time.sleep(0.5)
-        report["left_running"] = processes_using(plan["state"])
+        # The hub stops each user's server as it stops; a server that is a Slurm job goes when Slurm has cancelled
+        # it and its processes (the server, its kernels) have exited, which takes a moment on a busy machine.
+        deadline = time.monotonic() + 60
+        while (left := processes_using(plan["state"])) and time.monotonic() < deadline:
+            time.sleep(1)
+        report["left_running"] = left
     return report
 
 
