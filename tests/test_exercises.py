@@ -41,10 +41,19 @@ def test_each_chapters_cases_are_named_as_its_answers_module():
     assert cases == modules - {"__init__", "checking"}
 
 
+# Exercises whose expected value is a measurement the check takes while the answer runs (the same products, timed
+# by the check). On a machine busy with other tests a correct timing can still land outside the tolerance once
+# (seen once in a full `make test`: the book's solution's fraction, 0.31, judged too small with 40 % allowed), so
+# the solution gets a second measurement before the test fails. Wrong answers get no second try.
+MEASURED_WHILE_CHECKED = {"ex-bench-matmul-fraction"}
+
+
 @pytest.mark.parametrize("label", sorted(EXERCISES))
 def test_the_solution_passes(label):
     answer, context = solution(label)
     result = check(label, answer, **context)
+    if not result and label in MEASURED_WHILE_CHECKED and re.search(r"too (small|large)", result.message):
+        result = check(label, answer, **context)
     assert result, result.message
     assert repr(result).startswith("Correct:")
 
