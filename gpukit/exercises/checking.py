@@ -150,6 +150,37 @@ def not_a_function(answer, name: str, takes: str) -> str | None:
             "function, not what it returns.")
 
 
+def seeded_regression(device, *, seed: int, samples: int, hidden: int, activation, init_scale: float, lr: float,
+                      labels: Callable):
+    """A two-layer float32 model (8 inputs, ``hidden`` units, ``activation``, one output), its SGD optimiser and
+    regression data of a check's own, on ``device``: the same on every run. Everything is drawn from one generator
+    seeded with ``seed``, in this order: the inputs, the labels (``labels(x, generator)``), the weights. Never from
+    ``torch.manual_seed``'s stream: a check must leave the reader's random numbers as they were."""
+    import torch
+    from torch import nn
+
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(samples, 8, generator=generator)
+    y = labels(x, generator)
+    # Made without nn.Linear's random initialisation, then given weights from the check's own generator.
+    model = nn.Sequential(nn.utils.skip_init(nn.Linear, 8, hidden), activation(),
+                          nn.utils.skip_init(nn.Linear, hidden, 1))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(init_scale * torch.randn(parameter.shape, generator=generator))
+    target = torch.device(device)
+    model.to(target)
+    optimiser = torch.optim.SGD(model.parameters(), lr=lr)
+    return model, optimiser, x.to(target), y.to(target)
+
+
+def flat_parameters(model):
+    """Every parameter of ``model``, detached and flattened into one tensor on the model's device."""
+    import torch
+
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
 def register(*exercises: Exercise) -> None:
     """Add exercises to the book's registry; a label may be used once only."""
     for exercise in exercises:

@@ -30,7 +30,7 @@ the comparison (``result``) through :func:`.checking.keep_output`.
 
 from __future__ import annotations
 
-from .checking import Exercise, register
+from .checking import Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
 from .checking import not_a_function as _a_function
@@ -128,27 +128,20 @@ _LR = 0.05
 
 def _regression(device):
     """A small model (float32), its SGD optimiser and data of the check's own, on ``device``; the same on every
-    run, made from the check's own generator."""
+    run."""
     import torch
     from torch import nn
 
-    generator = torch.Generator().manual_seed(16)
-    x = torch.randn(128, 8, generator=generator)
-    y = torch.sin(x[:, :1]) + 0.1 * torch.randn(128, 1, generator=generator)
-    model = nn.Sequential(nn.utils.skip_init(nn.Linear, 8, 32), nn.ReLU(), nn.utils.skip_init(nn.Linear, 32, 1))
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
-    target = torch.device(device)
-    model.to(target)
-    optimiser = torch.optim.SGD(model.parameters(), lr=_LR)
-    return model, optimiser, x.to(target), y.to(target)
+    def labels(x, generator):
+        return torch.sin(x[:, :1]) + 0.1 * torch.randn(128, 1, generator=generator)
+
+    return seeded_regression(device, seed=16, samples=128, hidden=32, activation=nn.ReLU, init_scale=0.3, lr=_LR,
+                             labels=labels)
 
 
 def _parameters(model):
-    import torch
-
-    return torch.cat([p.detach().float().flatten() for p in model.parameters()])
+    """Every parameter, flattened, as float32 (a wrong answer may have cast the model)."""
+    return flat_parameters(model).float()
 
 
 def _autocast_reference(model, optimiser, x, y):

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..traces import is_host_wait
-from .checking import Exercise, register
+from .checking import Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
 from .checking import not_a_function as _a_function
@@ -42,31 +42,16 @@ _LR = 0.1
 
 # ------------------------------------------------------------------------------------------- the check's data
 def _regression(device):
-    """A two-layer model, its SGD optimiser and data of the check's own, on ``device``; the same on every run.
-
-    Made from the check's own generator, never from ``torch.manual_seed``'s stream: a check must leave the
-    reader's random numbers as they were."""
+    """A two-layer model, its SGD optimiser and data of the check's own, on ``device``; the same on every run."""
     import torch
     from torch import nn
 
-    generator = torch.Generator().manual_seed(4)
-    x = torch.randn(256, 8, generator=generator)
-    y = 3 * torch.tanh(x @ torch.randn(8, 1, generator=generator)) + 0.1 * torch.randn(256, 1, generator=generator)
-    model = nn.Sequential(nn.utils.skip_init(nn.Linear, 8, 16), nn.Tanh(), nn.utils.skip_init(nn.Linear, 16, 1))
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(0.5 * torch.randn(parameter.shape, generator=generator))
-    target = torch.device(device)
-    model.to(target)
-    optimiser = torch.optim.SGD(model.parameters(), lr=_LR)
-    return model, optimiser, x.to(target), y.to(target)
+    def labels(x, generator):
+        slope = torch.randn(8, 1, generator=generator)
+        return 3 * torch.tanh(x @ slope) + 0.1 * torch.randn(256, 1, generator=generator)
 
-
-def _parameters(model):
-    """Every parameter, flattened into one tensor on the model's device."""
-    import torch
-
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
+    return seeded_regression(device, seed=4, samples=256, hidden=16, activation=nn.Tanh, init_scale=0.5, lr=_LR,
+                             labels=labels)
 
 
 def _activities(device):
@@ -116,7 +101,7 @@ def _trained_by(step: Callable, device, **kwargs):
     model, optimiser, x, y = _regression(device)
     for _ in range(1 + _STEPS):
         step(model, optimiser, x, y, **kwargs)
-    return _parameters(model)
+    return flat_parameters(model)
 
 
 def _clipped_parameters(device):
@@ -170,10 +155,10 @@ def _profile_steps(step: Callable, device, **kwargs):
     from torch.profiler import profile, record_function
 
     model, optimiser, x, y = _regression(device)
-    before = _parameters(model).clone()
+    before = flat_parameters(model).clone()
     step(model, optimiser, x, y, **kwargs)
     _synchronize(device)
-    if torch.equal(_parameters(model), before):
+    if torch.equal(flat_parameters(model), before):
         raise _TrainedNothing
     with _WatchHostCopies() as copies, profile(activities=_activities(device)) as prof:
         for k in range(_STEPS):
@@ -229,7 +214,7 @@ def _never_waits(answer, device) -> str | None:
         return (f"in {_STEPS} steps your step copied tensors to the host: {_listed(copies)}. On the CPU this copies "
                 "nothing and leaves no trace in the profile, but on a GPU each is a device-to-host copy that "
                 "waits for the device: keep the values on the device.")
-    _kept(answer, _parameters(model))
+    _kept(answer, flat_parameters(model))
     return None
 
 
@@ -285,7 +270,7 @@ def _has_ranges(answer, device) -> str | None:
         span = (optimiser.time_range.start, optimiser.time_range.end)
         if not inside(span, lambda n: n.startswith(_OPTIMISER_PREFIX)):
             return ("an 'optimiser' range holds no Optimizer.step row: call optimiser.step() inside it.")
-    _kept(answer, _parameters(model))
+    _kept(answer, flat_parameters(model))
     return None
 
 
