@@ -1,12 +1,13 @@
-"""A real JupyterHub on 127.0.0.1 for tests/test_jupyterhub.py, and the browser session that follows the
-site's launch links through it.
+"""The book's JupyterHub (hub/jupyterhub_config.py) on 127.0.0.1 for tests/test_jupyterhub.py, and the browser
+session that follows the site's launch links through it.
 
 The pieces, all real: JupyterHub, JupyterLab and nbgitpuller from PyPI; the configurable-http-proxy from npm
 (installed into ``_build/cache/jupyterhub-test/node``); ``git daemon`` serving a bare copy of the book's
-repository with a branch that is not its default; a test authenticator (JupyterHub's DummyAuthenticator,
-limited to the users below). Each user's server is a Slurm job started by batchspawner when the test's
-one-node Slurm cluster can run, else a local process (JupyterHub's SimpleLocalProcessSpawner), as the
-session's plan says.
+repository with a branch that is not its default; the shipped hub configuration, with the site's values for
+loopback in the hub's environment and the test's own few settings (the dummy authenticator for the users below,
+which the shipped file allows only on loopback with its test-only switch) in the file a site names for its own.
+Each user's server is a Slurm job started by batchspawner from the hub's profile form when the test's one-node
+Slurm cluster can run, else a local process (JupyterHub's SimpleLocalProcessSpawner), as the session's plan says.
 
 The users' servers and kernels run in the **user environment**: a virtual environment that sees every
 package of the book's .venv (NumPy, PyTorch, Matplotlib, pandas, JupyterLab, ...) except gpukit, as a hub's
@@ -15,7 +16,8 @@ importable there on its own.
 
 Run as a script (``python hub_session.py PLAN.json``) it does the whole session inside whatever network
 namespace it was started in: start the git server and the hub, log in in Chromium, open every launch link,
-run the notebooks it is asked to, write a report, stop everything it started.
+run the notebooks it is asked to, edit a notebook and click its link again after the repository changed, let
+a second attendee try the first one's server and hub records, write a report, stop everything it started.
 """
 
 from __future__ import annotations
@@ -143,79 +145,60 @@ def serve_repository(branch: str, repository_path: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the servers
-HUB_CONFIG = """\
-# Written by tests/hub_session.py for one test session.
+# The hub the test starts is the one the book ships, with the site's values given as a hub's service file would give
+# them (GPU_PYTHON_* in its environment; `hub_environment` below) and the test's own few settings in the file a site
+# names for its own (GPU_PYTHON_HUB_EXTRA_CONFIG; `write_test_overrides`).
+SHIPPED_CONFIG = ROOT / "hub" / "jupyterhub_config.py"
+# hub/jupyterhub_config.py lets a test authenticator in only with this variable set to this value, on loopback alone.
+TEST_ONLY = ("GPU_PYTHON_HUB_TEST_ONLY_LOGIN_WITHOUT_PASSWORD", "a test hub on 127.0.0.1 that nobody else can reach")
+TEST_OVERRIDES = """\
+# Written by tests/hub_session.py: the hub test's own settings, which hub/jupyterhub_config.py loads last, as it loads
+# a site's GPU_PYTHON_HUB_EXTRA_CONFIG.
 c = get_config()  # noqa: F821
-c.JupyterHub.bind_url = {hub_url!r}
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {hub_api_port}
-c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
-c.JupyterHub.pid_file = "{state}/jupyterhub.pid"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.ConfigurableHTTPProxy.pid_file = "{state}/proxy.pid"
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = {users!r}
-c.Spawner.default_url = "/lab"
-c.Spawner.ip = "127.0.0.1"
-c.Spawner.start_timeout = 180
-c.Spawner.http_timeout = 180
-c.Spawner.cmd = [{singleuser!r}]
-c.Spawner.args = {server_args!r}
-c.Spawner.environment = {environment!r}
-{spawner}
-"""
-
-LOCAL_SPAWNER = """\
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = "{state}/home/{{username}}"
-"""
-
-# batchspawner runs as root here, where a cluster hub runs sbatch through sudo as the user, and the test's
-# users have no accounts on the machine, so their home folders are named here instead of looked up.
-SLURM_SPAWNER = """\
-import os
-
-import batchspawner
-from traitlets import default
-
-
-class TestUsersSlurmSpawner(batchspawner.SlurmSpawner):
-    @default("req_homedir")
-    def _home(self):
-        return f"{state}/home/{{self.user.name}}"
-
-    def user_env(self, env):
-        env["USER"] = self.user.name
-        env["HOME"] = self.req_homedir
-        return env
-
-    def start(self):
-        os.makedirs(self.req_homedir, exist_ok=True)
-        return super().start()
-
-
-c.JupyterHub.spawner_class = TestUsersSlurmSpawner
+# One shared password for the test's attendees (the dummy authenticator, let in on loopback only).
+c.DummyAuthenticator.password = {password!r}
+# The servers run as root here (the test runs as root, or inside `unshare -r`); Jupyter refuses that without this.
+c.Spawner.args = ["--allow-root"]
+{spawner}"""
+SLURM_OVERRIDES = """\
+# The test's attendees have no accounts on this machine: sbatch runs as the hub's user, not through sudo as the
+# attendee (batchspawner's default, which a site keeps).
 c.SlurmSpawner.exec_prefix = ""
-c.SlurmSpawner.req_partition = {partition!r}
-c.SlurmSpawner.req_runtime = "00:30:00"
-c.SlurmSpawner.req_memory = "4G"
-c.SlurmSpawner.req_srun = ""
-c.SlurmSpawner.req_keepvars_extra = "SLURM_CONF"
-c.SlurmSpawner.batch_script = '''#!/bin/bash
-#SBATCH --output={{{{homedir}}}}/jupyterhub_slurmspawner_%j.log
-#SBATCH --job-name=spawner-jupyterhub
-#SBATCH --chdir={{{{homedir}}}}
-#SBATCH --export={{{{keepvars}}}}
-#SBATCH --partition={{{{partition}}}}
-#SBATCH --time={{{{runtime}}}}
-#SBATCH --mem={{{{memory}}}}
-set -euo pipefail
-{{{{cmd}}}}
-'''
-c.JupyterHub.hub_connect_ip = "127.0.0.1"
+# The test's cluster is named by SLURM_CONF (a site's is in /etc/slurm): sbatch, squeue and the job's srun need it.
+c.SlurmSpawner.env_keep.append("SLURM_CONF")
 """
+LOCAL_OVERRIDES = """\
+# No Slurm cluster here: the servers are local processes in the same user environment (the session's plan says why).
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = {home!r}
+c.Spawner.ip = "127.0.0.1"
+"""
+
+
+def hub_environment(hub_url: str, ports: dict, slurm: dict | None) -> dict[str, str]:
+    """The hub process's environment: the site's values for a hub on 127.0.0.1 with the test's users, state, user
+    environment and (``slurm``: partition, GPU types, SLURM_CONF) cluster; nothing inherited from this process."""
+    settings = {
+        "HUB_AUTHENTICATOR": "dummy", "HUB_USERS": " ".join(USERS), "HUB_ADMINS": "",
+        "HUB_BIND_URL": hub_url, "HUB_API_IP": "127.0.0.1", "HUB_API_PORT": str(ports["hub_api"]),
+        "HUB_CONNECT_IP": "127.0.0.1", "HUB_PROXY": str(CHP), "HUB_PROXY_API_PORT": str(ports["proxy_api"]),
+        "HUB_STATE": str(STATE / "hub"), "HUB_USER_ENV": str(USER_ENV),
+        "HUB_HOME_TEMPLATE": str(STATE / "home" / "{username}"),
+        # The test cluster's partition allows an hour (the shipped default asks for four).
+        "HUB_RUNTIME": "00:30:00", "HUB_EXTRA_CONFIG": str(STATE / "test_overrides.py"),
+        "ACCOUNT": "", "MODULES": "", "HUB_RESERVATION": "",
+        **({"PARTITION": slurm["partition"], "GPU_TYPES": " ".join(slurm["gpu_types"])} if slurm else {}),
+    }
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+            TEST_ONLY[0]: TEST_ONLY[1], **{f"GPU_PYTHON_{name}": value for name, value in settings.items()},
+            **({"SLURM_CONF": slurm["conf"]} if slurm else {})}
+
+
+def write_test_overrides(slurm: bool) -> Path:
+    path = STATE / "test_overrides.py"
+    spawner = SLURM_OVERRIDES if slurm else LOCAL_OVERRIDES.format(home=str(STATE / "home" / "{username}"))
+    path.write_text(TEST_OVERRIDES.format(password=PASSWORD, spawner=spawner))
+    return path
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float, what: str) -> None:
@@ -243,17 +226,20 @@ def stop(process: subprocess.Popen | None, grace: float = 20) -> None:
 
 
 def processes_using(marker: str) -> list[str]:
-    """``pid: command line`` of every process whose command line mentions ``marker``, but this one."""
+    """``pid (state, parent): command line`` of every process whose command line mentions ``marker``, but this one.
+    The state and the parent say why a process is left: a zombie, an orphan of a Slurm step, a server still stopping."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
+            status = dict(line.split(":\t", 1) for line in (entry / "status").read_text().splitlines() if ":\t" in line)
+        except OSError:  # it has just exited
             continue
         if marker in command:
-            found.append(f"{entry.name}: {command[:200]}")
+            found.append(f"{entry.name} ({status.get('State', '?').strip()}, parent {status.get('PPid', '?').strip()}):"
+                         f" {command[:200]}")
     return found
 
 
@@ -274,7 +260,15 @@ def open_launch_link(page, link: str, user: str, notebook: str, timeout_s: float
     name) as its current tab. Returns the URL JupyterLab ended at and its current tab when it stopped waiting."""
     started = time.monotonic()
     page.goto(link, wait_until="domcontentloaded")
-    # The hub may show its spawn page, then nbgitpuller its progress page; both move on by themselves.
+    # A user with no server running gets the hub's form (the site's profiles: a GPU type, or the CPU only) and starts
+    # one with its first choice, as an attendee who accepts the default would.
+    profile = None
+    form = page.locator("#spawn_form")
+    if "/hub/spawn" in page.url and form.count():
+        chosen = form.locator("input[name=profile]:checked")
+        profile = chosen.get_attribute("value") if chosen.count() else None
+        form.locator("[type=submit]").click()
+    # Then the hub's progress page, then nbgitpuller's; both move on by themselves.
     page.wait_for_url(lambda url: f"/user/{user}/lab/tree/" in url, timeout=timeout_s * 1000)
     tab = page.locator(CURRENT_TAB)
     tab.wait_for(timeout=timeout_s * 1000)
@@ -284,7 +278,8 @@ def open_launch_link(page, link: str, user: str, notebook: str, timeout_s: float
         time.sleep(0.25)
     if current == notebook:
         page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.wait_for(timeout=timeout_s * 1000)
-    return {"url": page.url, "tab": current, "seconds": round(time.monotonic() - started, 1)}
+    return {"url": page.url, "tab": current, "seconds": round(time.monotonic() - started, 1),
+            **({"profile": profile} if profile else {})}
 
 
 def saved_counts(path: Path) -> list:
@@ -315,8 +310,7 @@ def run_all_cells(page, saved_file: Path, timeout_s: float) -> float:
         if time.monotonic() > deadline:
             raise TimeoutError(f"cells still running or not run after {timeout_s} s: {prompts}")
         time.sleep(1)
-    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-    page.locator(".lm-Menu-itemLabel").get_by_text("Save Notebook", exact=True).click()
+    save_from_menu(page)
     deadline = time.monotonic() + 30
     while not all(counts := saved_counts(saved_file)) or not counts:
         if time.monotonic() > deadline:
@@ -338,8 +332,28 @@ def screenshot_an_exercise(page, path: Path) -> bool:
     return True
 
 
+# fetch() from the page, as the logged-in user, with the XSRF token that Jupyter's and the hub's APIs ask of a request
+# authenticated by a cookie. Returns the status and the start of the body.
+FETCH = """async ([url, method]) => {
+    const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1];
+    const reply = await fetch(url, {method, credentials: "same-origin", redirect: "manual",
+                                    headers: xsrf ? {"X-XSRFToken": decodeURIComponent(xsrf)} : {}});
+    return {status: reply.status, body: (await reply.text()).slice(0, 4000)};
+}"""
+
+
+def fetch(page, url: str, method: str = "GET") -> dict:
+    return page.evaluate(FETCH, [url, method])
+
+
 def open_fresh(page, home: Path) -> None:
-    """Leave the open notebook and forget JupyterLab's saved layout, so that the next opens alone."""
+    """Shut the open notebook's kernels down (on a 2-core machine twenty idle kernels slow everything else), leave
+    it, and forget JupyterLab's saved layout, so that the next notebook opens alone."""
+    server = urlparse(page.url).path.split("/lab", 1)[0]
+    if server.startswith("/user/"):
+        kernels = fetch(page, f"{server}/api/kernels")
+        for kernel in json.loads(kernels["body"]) if kernels["status"] == 200 else []:
+            fetch(page, f"{server}/api/kernels/{kernel['id']}", "DELETE")
     page.goto("about:blank")
     for workspace in home.glob(".jupyter/lab/workspaces/*"):
         workspace.unlink()
@@ -361,6 +375,114 @@ def measure_controls(page, plan: dict, user: str, home: Path) -> dict:
     return found
 
 
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+# The attendee's edit, and the notebook the repository then changes (one the attendee opened but did not change).
+EDITED, UPDATED = "notebooks/00-environment-check", "notebooks/01-cpu-vs-gpu"
+NOTE = "# my own note, typed in JupyterLab"
+UPSTREAM = "This sentence reached the repository after the attendee's first pull."
+
+
+def save_from_menu(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Save Notebook", exact=True).click()
+
+
+def wait_for_file_text(path: Path, text: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while text not in (path.read_text(encoding="utf-8") if path.is_file() else ""):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def push_upstream_change(plan: dict) -> str:
+    """A new commit on the served branch that adds a sentence to UPDATED's first Markdown cell; returns it."""
+    work = Path(plan["state"]) / "upstream-work"
+    shutil.rmtree(work, ignore_errors=True)
+    git = ["git", "-c", "user.name=Hub test", "-c", "user.email=hub-test@127.0.0.1"]
+    subprocess.run([*git, "clone", "--quiet", "--branch", plan["branch"], plan["bare"], str(work)], check=True)
+    path = work / f"{UPDATED}.ipynb"
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    cell = next(cell for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    cell["source"] = "".join(cell["source"]) + f"\n\n{UPSTREAM}"
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    subprocess.run([*git, "-C", str(work), "commit", "--quiet", "-am", "A change upstream (made by the hub test)"],
+                   check=True)
+    subprocess.run([*git, "-C", str(work), "push", "--quiet", "origin", plan["branch"]], check=True)
+    commit = subprocess.run([*git, "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    shutil.rmtree(work)
+    return commit
+
+
+def edit_save_and_relaunch(page, plan: dict, user: str, home: Path) -> dict:
+    """The attendee types a line into a code cell and saves; the repository gets a new commit; the attendee clicks
+    the same launch link again. nbgitpuller's merge must keep the edit and bring the other notebook's change."""
+    folder = home / plan["repository_folder"]
+    open_fresh(page, home)
+    open_launch_link(page, plan["links"][EDITED], user, Path(EDITED).name + ".ipynb", plan["page_timeout"])
+    # The first code cell whose source shows (the setup cell's is collapsed), at the end of its last line.
+    page.locator(f"{PANEL} .jp-CodeCell .jp-InputArea:visible .cm-content").first.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Enter")
+    page.keyboard.type(NOTE)
+    save_from_menu(page)
+    found: dict = {"saved": wait_for_file_text(folder / f"{EDITED}.ipynb", NOTE, 30)}
+    found["upstream_commit"] = push_upstream_change(plan)
+    open_fresh(page, home)
+    found["relaunch"] = open_launch_link(page, plan["links"][EDITED], user, Path(EDITED).name + ".ipynb",
+                                         plan["page_timeout"])
+    try:  # the cell editors fill in a moment after the first cell shows
+        page.locator(f"{PANEL} .cm-content", has_text=NOTE).first.wait_for(timeout=30_000)
+        found["note_in_view"] = True
+    except Exception:  # noqa: BLE001 - Playwright's timeout: not in view
+        found["note_in_view"] = False
+    found["note_on_disk"] = NOTE in (folder / f"{EDITED}.ipynb").read_text(encoding="utf-8")
+    found["other_updated"] = UPSTREAM in (folder / f"{UPDATED}.ipynb").read_text(encoding="utf-8")
+    return found
+
+
+def second_attendee(browser, plan: dict, first_page, outside: list[str]) -> dict:
+    """A second attendee, at the same time, in a browser of her own: she starts her server from the same launch
+    link, sees her own files, and is refused the first attendee's server, files, kernels and hub records."""
+    first, other = USERS
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    watch_requests(page, outside)
+    found: dict = {}
+    try:
+        log_in(page, plan["hub_url"], other)
+        found["opened"] = open_launch_link(page, plan["links"][EDITED], other, Path(EDITED).name + ".ipynb",
+                                           plan["first_timeout"])
+        notebook = f"api/contents/{plan['repository_folder']}/{EDITED}.ipynb"
+        # Her own server's API, then the first attendee's, with her browser's cookies.
+        for whose, user in (("own", other), ("their", first)):
+            found[f"{whose}_listing"] = fetch(page, f"/user/{user}/api/contents/")
+            found[f"{whose}_notebook"] = fetch(page, f"/user/{user}/{notebook}")
+            found[f"{whose}_kernels"] = fetch(page, f"/user/{user}/api/kernels")
+        response = page.goto(f"{plan['hub_url']}/user/{first}/lab", wait_until="domcontentloaded")
+        found["their_lab"] = {"status": response.status if response else None, "url": page.url,
+                              "text": page.inner_text("body")[:2000]}
+        # The hub's API, from a hub page (its XSRF cookie): who she is; the first attendee's record, server, tokens.
+        page.goto(f"{plan['hub_url']}/hub/home", wait_until="domcontentloaded")
+        found["hub_self"] = fetch(page, "/hub/api/user")
+        found["hub_their_record"] = fetch(page, f"/hub/api/users/{first}")
+        found["hub_their_token"] = fetch(page, f"/hub/api/users/{first}/tokens", "POST")
+        found["hub_stop_theirs"] = fetch(page, f"/hub/api/users/{first}/server", "DELETE")
+        # The first attendee's server is still there, and still answers the first attendee.
+        found["theirs_still_answers"] = fetch(first_page, f"/user/{first}/api/status")
+    finally:
+        context.close()
+    return found
+
+
+def watch_requests(page, outside: list[str]) -> None:
+    """Note every request the page makes to an address other than this machine's."""
+    page.on("request", lambda r: urlparse(r.url).hostname not in (None, "127.0.0.1", "localhost")
+            and not r.url.startswith(("data:", "blob:")) and outside.append(r.url))
+
+
 def browse(plan: dict, report: dict) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -374,8 +496,7 @@ def browse(plan: dict, report: dict) -> None:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             outside: list[str] = []
-            page.on("request", lambda r: urlparse(r.url).hostname not in (None, "127.0.0.1", "localhost")
-                    and not r.url.startswith(("data:", "blob:")) and outside.append(r.url))
+            watch_requests(page, outside)
             log_in(page, plan["hub_url"], user)
             home = Path(plan["home_root"]) / user
             for doc, link in plan["links"].items():
@@ -406,11 +527,14 @@ def browse(plan: dict, report: dict) -> None:
                     if len(report["pages"]) == 1:
                         report["errors"].append(f"the first launch link failed, so no other was tried: {error}")
                         break
-            if not report["errors"]:
+            flows = {"controls": lambda: measure_controls(page, plan, user, home),
+                     "relaunch": lambda: edit_save_and_relaunch(page, plan, user, home),
+                     "second_attendee": lambda: second_attendee(browser, plan, page, outside)}
+            for name, flow in flows.items() if not report["errors"] else ():
                 try:
-                    report["controls"] = measure_controls(page, plan, user, home)
+                    report[name] = flow()
                 except Exception as error:  # noqa: BLE001 - the test names it
-                    report["controls"] = {"error": f"{type(error).__name__}: {error}"}
+                    report[name] = {"error": f"{type(error).__name__}: {error}"}
             report["requests_leaving_loopback"] = outside
         finally:
             browser.close()
@@ -432,7 +556,7 @@ def session(plan: dict) -> dict:
         wait_for_port(ports["git"], git, 30, "git daemon")
         hub_log = open(state / "jupyterhub.log", "w")
         logs.append(hub_log)
-        hub = subprocess.Popen([plan["jupyterhub"], "-f", str(state / "jupyterhub_config.py")], cwd=state,
+        hub = subprocess.Popen([plan["jupyterhub"], "-f", str(SHIPPED_CONFIG)], cwd=state,
                                stdout=hub_log, stderr=subprocess.STDOUT, env=plan["hub_env"])
         wait_for_port(ports["hub"], hub, 90, "JupyterHub's proxy")
         wait_for_port(ports["hub_api"], hub, 90, "JupyterHub")

@@ -18,9 +18,9 @@ import textwrap
 
 import pytest
 from booktoc import ROOT
+from hub_session import TEST_ONLY
 
 HUB = ROOT / "hub"
-TEST_ONLY = ("GPU_PYTHON_HUB_TEST_ONLY_LOGIN_WITHOUT_PASSWORD", "a test hub on 127.0.0.1 that nobody else can reach")
 
 # The child's code: load the file and report what it configured (or the error that stopped it) as JSON.
 LOAD = textwrap.dedent("""

@@ -1,14 +1,17 @@
-"""The launch buttons, end to end: the built site's JupyterHub links, followed on a real JupyterHub.
+"""The launch buttons and the workshop hub, end to end: the built site's JupyterHub links, followed on the hub
+the book ships (hub/jupyterhub_config.py).
 
 tests/site_build.py builds the site with its hub URL and repository URL pointed at servers on 127.0.0.1;
 tests/hub_session.py starts those servers (git daemon with the book's repository on a branch that is not
-its default, JupyterHub with the configurable-http-proxy, nbgitpuller and JupyterLab), logs a test user in
-in Chromium, opens every lesson page's launch link as the site wrote it, and runs two of the pulled
-notebooks in the user's kernel, which has the lesson libraries but not gpukit.
+its default, the shipped hub configuration with the configurable-http-proxy, nbgitpuller and JupyterLab),
+logs two attendees in in Chromium, opens every lesson page's launch link as the site wrote it, runs two of the
+pulled notebooks in the user's kernel, which has the lesson libraries but not gpukit, keeps an edit across a
+second click on a link, and tries one attendee's server and hub records as the other.
 
 The session runs inside a loopback-only network namespace where one can be made (nothing listens on or
-reaches another address); where the test's one-node Slurm can run, the hub starts the user's server as a
-Slurm job with batchspawner, as cluster hubs do, else as a local process; the tests below say which.
+reaches another address); where the test's one-node Slurm can run, the hub starts the users' servers as
+Slurm jobs with batchspawner, as the shipped file does on a cluster, else as local processes; the tests below
+say which.
 """
 
 from __future__ import annotations
@@ -26,22 +29,23 @@ import pytest
 from booktoc import ROOT, toc_files
 from hub_lesson_checks import problems
 from hub_session import (
-    CHP,
-    HUB_CONFIG,
-    LOCAL_SPAWNER,
-    SLURM_SPAWNER,
+    EDITED,
+    NOTE,
     STATE,
-    USER_ENV,
+    UPDATED,
+    UPSTREAM,
     USERS,
+    hub_environment,
     install_proxy,
     make_user_environment,
     processes_using,
     serve_repository,
+    write_test_overrides,
 )
 from lesson_runs import run_in
 from netns import loopback_namespace_prefix
 from site_build import REPOSITORY_PATH, built_site
-from slurm_cluster import PARTITION, SlurmCluster, why_not_here
+from slurm_cluster import GPU_TYPES, PARTITION, SlurmCluster, why_not_here
 
 from gpukit.distributed import free_port
 
@@ -92,22 +96,26 @@ def hub(site):
         if cluster:
             cluster.stop()
         for leftover in processes_using(str(STATE)):  # a failed session's, so that no test run leaves any
-            subprocess.run(["kill", "-9", leftover.split(":", 1)[0]], check=False)
+            subprocess.run(["kill", "-9", leftover.split(" ", 1)[0]], check=False)
 
 
 def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
     ports = dict(site["ports"])
     ports.update({"hub_api": 8081, "proxy_api": 8001} if prefix else {"hub_api": free_port(), "proxy_api": free_port()})
     STATE.mkdir(parents=True, exist_ok=True)
-    for stale in ("home", "jupyterhub.sqlite", "session", "jupyterhub.pid", "proxy.pid"):
-        path = STATE / stale
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    for stale in ("home", "hub", "session", "upstream-work"):
+        shutil.rmtree(STATE / stale, ignore_errors=True)
     (STATE / "session").mkdir()
+    for user in USERS:  # a site's attendees have home folders; the test's get theirs here
+        (STATE / "home" / user).mkdir(parents=True)
     served = serve_repository(site["branch"], REPOSITORY_PATH)
     user_python = make_user_environment()
     links = {doc: launch_link(site, doc) for doc in LESSONS}
+    slurm = {"partition": PARTITION, "gpu_types": GPU_TYPES, "conf": str(cluster.conf)} if cluster else None
+    write_test_overrides(slurm=bool(cluster))
     plan = {
         "state": str(STATE), "ports": ports, "hub_url": site["hub_url"], "git_root": served["root"],
+        "bare": str(Path(served["root"]) / REPOSITORY_PATH), "branch": site["branch"],
         "links": {doc: link for doc, link in links.items() if link}, "execute": EXECUTED,
         "home_root": str(STATE / "home"), "repository_folder": REPOSITORY_FOLDER,
         "chromium": chromium, "spawner": "slurm" if cluster else "local",
@@ -115,19 +123,8 @@ def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
         "jupyterhub": str(Path(sys.executable).with_name("jupyterhub")),
         "first_timeout": 180, "page_timeout": 90, "run_timeout": 240,
         "report": str(STATE / "session" / "report.json"),
-        "hub_env": {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-                    **({"SLURM_CONF": str(cluster.conf)} if cluster else {})},
+        "hub_env": hub_environment(site["hub_url"], ports, slurm),
     }
-    spawner = SLURM_SPAWNER.format(state=STATE, partition=PARTITION) if cluster else LOCAL_SPAWNER.format(state=STATE)
-    # batchspawner runs sbatch with the user's environment, which must therefore name the cluster's config.
-    environment = {"PATH": f"{USER_ENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-                   **({"SLURM_CONF": str(cluster.conf)} if cluster else {})}
-    (STATE / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
-        hub_url=site["hub_url"], hub_api_port=ports["hub_api"], proxy_api_port=ports["proxy_api"], state=STATE,
-        chp=str(CHP), users=set(USERS), singleuser=str(USER_ENV / "bin" / "jupyterhub-singleuser"),
-        # Jupyter refuses to run as root without --allow-root; as root, and inside `unshare -r` (how a normal
-        # user gets a network namespace), the servers run as root.
-        environment=environment, server_args=["--allow-root"], spawner=spawner))
     (STATE / "session" / "plan.json").write_text(json.dumps(plan, indent=1))
     command = [sys.executable, str(Path(__file__).with_name("hub_session.py")), str(STATE / "session" / "plan.json")]
     done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
@@ -224,11 +221,13 @@ def test_pulled_repository_is_on_the_configured_branch(hub, site):
         return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True).stdout.strip()
 
     assert git("rev-parse", "--abbrev-ref", "HEAD") == site["branch"]
-    assert git("rev-parse", f"origin/{site['branch']}") == hub["served"]["branch_commit"]
     assert hub["served"]["branch_commit"] != hub["served"]["main_commit"]
-    ancestor = subprocess.run(["git", "-C", str(clone), "merge-base", "--is-ancestor",
-                               hub["served"]["branch_commit"], "HEAD"])
-    assert ancestor.returncode == 0, "the clone does not hold the branch's commit"
+    # The branch's newest commit is the change pushed during the session (test_an_edit_survives_...).
+    newest = hub["report"].get("relaunch", {}).get("upstream_commit", hub["served"]["branch_commit"])
+    assert git("rev-parse", f"origin/{site['branch']}") == newest
+    for commit in {hub["served"]["branch_commit"], newest}:
+        ancestor = subprocess.run(["git", "-C", str(clone), "merge-base", "--is-ancestor", commit, "HEAD"])
+        assert ancestor.returncode == 0, f"the clone does not hold the branch's commit {commit}"
 
 
 def test_users_kernel_has_the_lesson_libraries_but_not_gpukit(hub):
@@ -254,11 +253,87 @@ def test_pulled_notebook_runs_to_the_end_in_the_users_kernel(hub, doc):
                                        f"{setup_output!r}"
 
 
+def test_the_hub_is_the_shipped_configuration(hub):
+    """hub/jupyterhub_config.py, started as a site starts it; its own state: the secrets it made, private."""
+    log = (STATE / "jupyterhub.log").read_text(errors="replace")
+    spawner = "WorkshopSlurmSpawner" if hub["report"]["spawner"] == "slurm" else "SimpleLocalProcessSpawner"
+    assert "Using Spawner: " in log and spawner in log.split("Using Spawner: ", 1)[1].splitlines()[0], hub_log()
+    assert "Using Authenticator: jupyterhub.auth.DummyAuthenticator" in log, hub_log()
+    for secret in ("cookie_secret", "proxy_auth_token"):
+        path = STATE / "hub" / secret
+        assert path.is_file() and path.stat().st_mode & 0o777 == 0o600, f"{path}: made by the shipped file, 600"
+
+
+def test_an_edit_survives_a_relaunch_while_other_notebooks_update(hub):
+    """An attendee types into a cell and saves; the repository gets a new commit; the same launch link, clicked
+    again, opens the notebook with the edit in view, and the other notebook has the new commit's change."""
+    relaunch = hub["report"].get("relaunch", {})
+    assert "error" not in relaunch and relaunch, relaunch or hub["report"]["errors"]
+    assert relaunch["saved"], f"JupyterLab did not save {NOTE!r} into {EDITED}"
+    assert relaunch["relaunch"]["tab"] == Path(EDITED).name + ".ipynb", relaunch["relaunch"]
+    assert relaunch["note_in_view"] and relaunch["note_on_disk"], f"the edit is lost after the relaunch: {relaunch}"
+    assert relaunch["other_updated"], f"{UPDATED} did not get the upstream change ({UPSTREAM!r}) on relaunch"
+
+
+def second(hub) -> dict:
+    found = hub["report"].get("second_attendee", {})
+    assert found and "error" not in found, found or hub["report"]["errors"]
+    return found
+
+
+def test_a_second_attendee_starts_her_own_server_and_sees_only_her_own_files(hub):
+    found = second(hub)
+    assert found["opened"]["tab"] == Path(EDITED).name + ".ipynb", found["opened"]
+    listing, notebook = found["own_listing"], found["own_notebook"]
+    assert listing["status"] == 200 and notebook["status"] == 200, (listing, notebook)
+    names = {item["name"] for item in json.loads(listing["body"])["content"]}
+    # The first attendee's home has her controls folder; this one has only what her own launch link pulled.
+    assert REPOSITORY_FOLDER in names and "controls" not in names, names
+    assert NOTE not in notebook["body"], "the second attendee's copy holds the first attendee's edit"
+
+
+@pytest.mark.parametrize("what", ["listing", "notebook", "kernels"])
+def test_an_attendee_cannot_use_another_attendees_server(hub, what):
+    """Through the first attendee's server, with the second attendee's cookies: refused, and nothing of the
+    first attendee's in the answer. Her own server answers the same request (so the refusal is not a broken
+    request)."""
+    found = second(hub)
+    assert found[f"own_{what}"]["status"] == 200, found[f"own_{what}"]
+    theirs = found[f"their_{what}"]
+    assert theirs["status"] in (401, 403), theirs
+    assert not any(leak in theirs["body"] for leak in (NOTE, "controls", "00-environment-check", '"id"')), theirs
+
+
+def test_an_attendee_cannot_open_another_attendees_jupyterlab(hub):
+    lab = second(hub)["their_lab"]
+    first = USERS[0]
+    assert lab["status"] == 403 and f"/user/{first}/lab" not in lab["url"], lab
+    assert NOTE not in lab["text"] and "00-environment-check" not in lab["text"], lab
+
+
+def test_an_attendee_cannot_read_or_change_another_attendee_in_the_hub(hub):
+    """The hub's API with the second attendee's login: she is herself; the first attendee's record, a token in
+    the first attendee's name, and stopping the first attendee's server are refused with the hub's error object
+    and nothing else; the first attendee's server still answers the first attendee afterwards."""
+    found = second(hub)
+    other = USERS[1]
+    assert found["hub_self"]["status"] == 200 and json.loads(found["hub_self"]["body"])["name"] == other, found
+    for request in ("hub_their_record", "hub_their_token", "hub_stop_theirs"):
+        reply = found[request]
+        assert reply["status"] in (403, 404), (request, reply)
+        assert set(json.loads(reply["body"])) <= {"status", "message"}, (request, reply)
+    assert found["theirs_still_answers"]["status"] == 200, found["theirs_still_answers"]
+
+
 def test_users_server_ran_as_a_slurm_job(hub):
     """As on a cluster's hub: batchspawner submitted the user's server with sbatch."""
     if hub["report"]["spawner"] != "slurm":
         pytest.skip("the hub started the user's server as a local process (SimpleLocalProcessSpawner), not as a "
                     f"Slurm job: {hub['plan']['why_not_slurm']}")
     jobs = [line for line in hub["slurm_jobs"].splitlines() if "JobName=spawner-jupyterhub" in line]
-    assert jobs, f"no spawner job in the cluster:\n{hub['slurm_jobs']}"
+    assert len(jobs) == len(USERS), f"one spawner job per attendee:\n{hub['slurm_jobs']}"
     assert all("JobState=COMPLETED" in job or "JobState=CANCELLED" in job for job in jobs), jobs
+    # Each started from the form's default profile: one GPU of the site's first type, on its partition.
+    first_page = next(iter(hub["report"]["pages"].values()))
+    assert first_page.get("profile") == f"gpu-{GPU_TYPES[0]}", first_page
+    assert all(f"Partition={PARTITION} " in job and f"gpu:{GPU_TYPES[0]}:1" in job for job in jobs), jobs
