@@ -346,6 +346,19 @@ def fetch(page, url: str, method: str = "GET") -> dict:
     return page.evaluate(FETCH, [url, method])
 
 
+NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
+
+
+def news_prompt(page) -> dict:
+    """Whether JupyterLab's news plugin is switched off in the page's configuration (jupyter-config/labconfig, which
+    the shipped hub names in JUPYTER_CONFIG_PATH), and whether its question is on screen."""
+    config = page.evaluate("() => document.getElementById('jupyter-config-data').textContent")
+    disabled = json.loads(config).get("disabledExtensions", [])  # a list of names, or a name: true|false map
+    off = disabled.get(NEWS_PLUGIN) is True if isinstance(disabled, dict) else NEWS_PLUGIN in disabled
+    return {"plugin_disabled": off,
+            "question_shown": page.get_by_text("official Jupyter news").count()}
+
+
 def open_fresh(page, home: Path) -> None:
     """Shut the open notebook's kernels down (on a 2-core machine twenty idle kernels slow everything else), leave
     it, and forget JupyterLab's saved layout, so that the next notebook opens alone."""
@@ -514,6 +527,8 @@ def browse(plan: dict, report: dict) -> None:
                     # What the attendee sees, before anything runs: the notebook as pulled.
                     pulled = home / plan["repository_folder"] / f"{doc}.ipynb"
                     entry["view"] = measure_lesson(page, json.loads(pulled.read_text(encoding="utf-8")))
+                    if "news_prompt" not in report:
+                        report["news_prompt"] = news_prompt(page)
                     if "exercise_screenshot" not in report and screenshot_an_exercise(page, EXERCISE_SCREENSHOT):
                         report["exercise_screenshot"] = str(EXERCISE_SCREENSHOT)
                     if doc in plan["execute"]:

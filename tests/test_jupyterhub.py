@@ -264,6 +264,11 @@ def test_the_hub_is_the_shipped_configuration(hub):
         assert path.is_file() and path.stat().st_mode & 0o777 == 0o600, f"{path}: made by the shipped file, 600"
 
 
+def test_jupyterlab_does_not_ask_about_jupyter_news(hub):
+    news = hub["report"].get("news_prompt")
+    assert news == {"plugin_disabled": True, "question_shown": 0}, news
+
+
 def test_an_edit_survives_a_relaunch_while_other_notebooks_update(hub):
     """An attendee types into a cell and saves; the repository gets a new commit; the same launch link, clicked
     again, opens the notebook with the edit in view, and the other notebook has the new commit's change."""
