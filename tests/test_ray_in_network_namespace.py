@@ -26,6 +26,7 @@ NOTEBOOK = ROOT / "notebooks" / "02-parallel-cpu.ipynb"
 RAY_TAG = "ray"
 SETUP_TAG = "ray-setup"
 TIMEOUT_S = 300
+STARTUP_TIMEOUT = "The current node timed out during startup"  # Ray's own message
 
 
 def tagged_sources(tag: str) -> list[str]:
@@ -77,6 +78,11 @@ def test_ray_cells_reproduce_the_serial_result_in_a_loopback_only_namespace(tmp_
     script = tmp_path / "ray_cells.py"
     script.write_text("\n\n".join(tagged_sources(SETUP_TAG) + tagged_sources(RAY_TAG)) + "\n", encoding="utf-8")
     result = run([*prefix, sys.executable, str(script)], env, ROOT / "notebooks")
+    if STARTUP_TIMEOUT in result.stderr:
+        # Ray gives its node 30 s to register, a limit written into ray/_private/node.py; on a 2-core machine that
+        # runs other tests beside this one it can run out before any lesson code runs. One more try, and only then.
+        print(f"Ray's node did not start in time; trying once more:\n{result.stderr[-1500:]}")
+        result = run([*prefix, sys.executable, str(script)], env, ROOT / "notebooks")
     assert result.returncode == 0, f"the Ray cells failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert "Ray same as serial: True" in result.stdout, result.stdout
 

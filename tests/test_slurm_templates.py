@@ -12,7 +12,8 @@ What the run proves, and what it does not:
 - the partition comes from the site file through SBATCH_PARTITION (the test partition is not the default:
   a template that ignored it would be refused);
 - the multi-node and Ray templates run with --nodes=1 given on the command line (one node here): srun,
-  the rendezvous and the Ray head are real, a second node is not;
+  the rendezvous and the Ray head are real, a second node is not; the Ray template also waits for the other
+  jobs to end (a --dependency the test adds), so that its head starts on a node that is not busy;
 - the book and benchmark templates run the site file's command, which the test points at a quick
   stand-in (the benchmark at `python -m gpukit bench --quick` when gpukit has that command): the job
   plumbing is tested, not a full book build or benchmark run;
@@ -262,10 +263,19 @@ def submit(cluster, env, script: str, *options: str) -> list[str]:
     return [line.split(";")[0] for line in done.stdout.split()]
 
 
+# Run after all the others: Ray gives its head node 30 s to register (a limit written into ray/_private/node.py),
+# which the other templates' thirty-odd processes starting at once on 2 cores can use up three tries running.
+LAST = "ray.sbatch"
+
+
 @pytest.fixture(scope="module")
 def jobs(cluster, job_env):
-    """Every template submitted at once; waits for all; returns {template: [job id, ...]}."""
-    submitted = {name: submit(cluster, job_env, name, *options) for name, (options, _) in SUBMISSIONS.items()}
+    """Every template submitted at once, but LAST, which waits for the others to end; waits for all; returns
+    {template: [job id, ...]}."""
+    submitted = {name: submit(cluster, job_env, name, *options) for name, (options, _) in SUBMISSIONS.items()
+                 if name != LAST}
+    others = ":".join(i for ids in submitted.values() for i in ids)
+    submitted[LAST] = submit(cluster, job_env, LAST, *SUBMISSIONS[LAST][0], f"--dependency=afterany:{others}")
     cluster.wait([i for ids in submitted.values() for i in ids], WAIT_S)
     return submitted
 
