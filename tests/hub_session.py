@@ -61,6 +61,10 @@ USER_COMMANDS = {
 }
 
 
+# git as the test commits with it: an identity of its own, and main as a new repository's branch.
+GIT = ("git", "-c", "user.name=Hub test", "-c", "user.email=hub-test@127.0.0.1", "-c", "init.defaultBranch=main")
+
+
 # ---------------------------------------------------------------------------------------------- set-up steps
 def install_proxy() -> str:
     """Install the configurable-http-proxy from npm unless it is there; returns "" or why it cannot be."""
@@ -117,7 +121,7 @@ def serve_repository(branch: str, repository_path: str) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     bare = root / repository_path
     bare.parent.mkdir(parents=True)
-    git = ["git", "-c", "user.name=Hub test", "-c", "user.email=hub-test@127.0.0.1", "-c", "init.defaultBranch=main"]
+    git = GIT
     subprocess.run([*git, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare)], check=True)
     subprocess.run([*git, "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -413,7 +417,7 @@ def push_upstream_change(plan: dict) -> str:
     """A new commit on the served branch that adds a sentence to UPDATED's first Markdown cell; returns it."""
     work = Path(plan["state"]) / "upstream-work"
     shutil.rmtree(work, ignore_errors=True)
-    git = ["git", "-c", "user.name=Hub test", "-c", "user.email=hub-test@127.0.0.1"]
+    git = GIT
     subprocess.run([*git, "clone", "--quiet", "--branch", plan["branch"], plan["bare"], str(work)], check=True)
     path = work / f"{UPDATED}.ipynb"
     notebook = json.loads(path.read_text(encoding="utf-8"))
