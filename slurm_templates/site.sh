@@ -29,6 +29,9 @@
 # The address other nodes reach this node at, for servers a job starts (ipyparallel controller, Dask
 # scheduler, Ray head, torchrun rendezvous). Empty: the first address `hostname --ip-address` gives.
 : "${GPU_PYTHON_HOST_IP:=}"
+# How many times ray.sbatch starts Ray's head before it gives up: the head must register within 30 s,
+# which a node busy with other jobs' start-up can miss.
+: "${GPU_PYTHON_RAY_HEAD_TRIES:=3}"
 # Seconds between two nvidia-smi samples in the GPU usage log (gpu_python_monitor).
 : "${GPU_PYTHON_MONITOR_SECONDS:=30}"
 # Where sweeps and benchmarks write their results (relative to the folder you submit from).
@@ -48,7 +51,7 @@
 : "${GPU_PYTHON_PREFLIGHT_COMMAND=python -m gpukit doctor --gpu}"
 
 export GPU_PYTHON_PARTITION GPU_PYTHON_ACCOUNT GPU_PYTHON_MODULES GPU_PYTHON_CONDA_ENV GPU_PYTHON_VENV \
-    GPU_PYTHON_GPU_TYPES GPU_PYTHON_HOST_IP GPU_PYTHON_MONITOR_SECONDS GPU_PYTHON_RESULTS \
+    GPU_PYTHON_GPU_TYPES GPU_PYTHON_HOST_IP GPU_PYTHON_RAY_HEAD_TRIES GPU_PYTHON_MONITOR_SECONDS GPU_PYTHON_RESULTS \
     GPU_PYTHON_BOOK_COMMAND \
     GPU_PYTHON_BENCH_COMMAND GPU_PYTHON_STACK GPU_PYTHON_PREFLIGHT_COMMAND
 if [ -n "$GPU_PYTHON_PARTITION" ]; then

@@ -36,7 +36,8 @@ def tagged_sources(tag: str) -> list[str]:
 
 
 def run(command: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    """Run in a new session, and kill the whole session if it overruns (Ray starts many processes)."""
+    """Run in a new session, and kill what is left of the session when it ends or overruns (Ray starts many
+    processes)."""
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:
@@ -45,6 +46,12 @@ def run(command: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
         pytest.fail(f"the Ray cells did not finish within {TIMEOUT_S} s:\n{out[-2000:]}\n{err[-2000:]}")
+    # A failed Ray start leaves its GCS server, dashboard and monitors running in the session: stop them, so
+    # that a second try does not share the CPU with them.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
