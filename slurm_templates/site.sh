@@ -116,6 +116,21 @@ gpu_python_host_ip() {
     fi
 }
 
+# Stop this user's processes whose command line names the folder $1: TERM, then KILL what is left after
+# 5 s. ray.sbatch uses it for what a failed `ray start` leaves running. (pkill and pgrep read a regular
+# expression: the folder's name is escaped.)
+gpu_python_stop_processes_naming() {
+    local pattern
+    # shellcheck disable=SC2001  # one sed bracket expression escapes every special character at once
+    pattern=$(sed 's/[][\\.*^$+?(){}|]/\\&/g' <<<"$1")
+    pkill -u "$(id -u)" -f -- "$pattern" || true
+    for _ in 1 2 3 4 5; do
+        pgrep -u "$(id -u)" -f -- "$pattern" >/dev/null || return 0
+        sleep 1
+    done
+    pkill -KILL -u "$(id -u)" -f -- "$pattern" || true
+}
+
 # A folder for this job's files inside the project: _build/cache/slurm/<job id>. Some tools write such a
 # path into a file that cannot hold spaces (dask-jobqueue's #SBATCH lines), so where the project's path has
 # spaces or quotes the folder is in your cache folder instead, which the nodes share like the home folder.

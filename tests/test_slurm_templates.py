@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -190,6 +191,39 @@ def test_site_file_preflight_default_skip_pass_and_fail():
     assert failed.returncode == 3, failed
     assert "FAIL torch: the fix" in failed.stdout and "the work ran" not in failed.stdout
     assert PREFLIGHT_STOP in failed.stderr and "exit status 3" in failed.stderr
+
+
+def test_site_file_stops_the_processes_that_name_a_folder_and_no_others(tmp_path):
+    """What ray.sbatch runs after a failed try: every process naming the folder stops, one that ignores TERM
+    too (killed after 5 s); one naming a folder that differs only where an unescaped '.' or '+' would match
+    keeps running."""
+    folder = tmp_path / "ray-1.2+[3]" / "session_"
+    look_alike = tmp_path / "ray-1x223" / "session_"  # what the unescaped name, read as a pattern, matches
+
+    def start(named: Path, ignore_term: bool = False) -> subprocess.Popen:
+        # bash's $0 puts the folder in the process's command line, as Ray's --session-dir=... does; "ready"
+        # says that the TERM trap is set.
+        loop = ("trap '' TERM; " if ignore_term else "") + "echo ready; while :; do sleep 0.1; done"
+        process = subprocess.Popen(["bash", "-c", loop, f"stand-in --session-dir={named}1/logs"],
+                                   stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        return process
+
+    named = [start(folder), start(folder, ignore_term=True)]
+    other = start(look_alike)
+    try:
+        # The folder reaches the function through the environment: a command line naming it would match too.
+        done = subprocess.run(["bash", "-c", f"set -euo pipefail; source {shlex.quote(str(SITE))}; "
+                               'gpu_python_stop_processes_naming "$FOLDER"'],
+                              env={"PATH": os.environ["PATH"], "FOLDER": str(folder)}, capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert [p.wait(timeout=5) for p in named] == [-signal.SIGTERM, -signal.SIGKILL]
+        assert other.poll() is None, "a process naming another folder was stopped"
+    finally:
+        for process in [*named, other]:
+            process.kill()
+            process.wait()
 
 
 def test_nsys_template_stops_and_says_what_is_missing_without_nsys(tmp_path):
