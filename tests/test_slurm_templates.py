@@ -239,6 +239,18 @@ def test_nsys_template_stops_and_says_what_is_missing_without_nsys(tmp_path):
     assert "profile-step" not in done.stdout
 
 
+@pytest.mark.parametrize("tries", ["three", "0", "-1", "2 "])  # empty means the default, 3
+def test_ray_template_refuses_a_number_of_tries_that_is_not_one_or_more(tmp_path, tries):
+    """Checked before anything starts, so it runs here without Slurm."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SLURM_SUBMIT_DIR": str(ROOT),
+           "GPU_PYTHON_RAY_HEAD_TRIES": tries}
+    done = subprocess.run(["bash", str(TEMPLATES / "ray.sbatch")], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=30)
+    assert done.returncode == 2, done
+    assert f"GPU_PYTHON_RAY_HEAD_TRIES must be a whole number, 1 or more; it is '{tries}'" in done.stderr
+    assert done.stdout == ""
+
+
 def test_nsys_stand_in_is_executable():
     assert os.access(NSYS_STAND_IN, os.X_OK), f"{NSYS_STAND_IN} must be executable (chmod +x)"
 
