@@ -478,6 +478,7 @@ def second_attendee(browser, plan: dict, first_page, outside: list[str]) -> dict
             found[f"{whose}_listing"] = fetch(page, f"/user/{user}/api/contents/")
             found[f"{whose}_notebook"] = fetch(page, f"/user/{user}/{notebook}")
             found[f"{whose}_kernels"] = fetch(page, f"/user/{user}/api/kernels")
+        open_fresh(page, Path(plan["home_root"]) / other)  # her kernel shut down, as at the end of browse()
         response = page.goto(f"{plan['hub_url']}/user/{first}/lab", wait_until="domcontentloaded")
         found["their_lab"] = {"status": response.status if response else None, "url": page.url,
                               "text": page.inner_text("body")[:2000]}
@@ -555,6 +556,10 @@ def browse(plan: dict, report: dict) -> None:
                 except Exception as error:  # noqa: BLE001 - the test names it
                     report[name] = {"error": f"{type(error).__name__}: {error}"}
             report["requests_leaving_loopback"] = outside
+            # No kernel is left running when the hub stops the server. Slurm's TERM reaches a kernel as well as
+            # the server, and the server's restarter started one again during its shutdown (seen in a run),
+            # which kept the job COMPLETING after the hub had given up waiting for it.
+            open_fresh(page, home)
         finally:
             browser.close()
 

@@ -129,6 +129,16 @@ def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
     command = [sys.executable, str(Path(__file__).with_name("hub_session.py")), str(STATE / "session" / "plan.json")]
     done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
                           timeout=1200)
+    if cluster:
+        # The hub cancels each attendee's job as it stops, and gives a job 10 s to end before it exits. A
+        # cancelled job stays COMPLETING while its server shuts its kernels down and srun drains its step
+        # (up to 32 s), so the jobs' end states are read once the jobs have left the queue.
+        queued = cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+        try:
+            if queued:
+                cluster.wait(queued, 120)
+        except TimeoutError as stuck:
+            print(stuck)  # test_users_server_ran_as_a_slurm_job then fails with each job's state
     jobs = cluster.run("scontrol", "show", "job", "-o", check=False).stdout if cluster else ""
     report_file = Path(plan["report"])
     if not report_file.is_file():
