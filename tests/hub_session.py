@@ -121,14 +121,13 @@ def serve_repository(branch: str, repository_path: str) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     bare = root / repository_path
     bare.parent.mkdir(parents=True)
-    git = GIT
-    subprocess.run([*git, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare)], check=True)
-    subprocess.run([*git, "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+    subprocess.run([*GIT, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare)], check=True)
+    subprocess.run([*GIT, "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
-    subprocess.run([*git, "-C", str(bare), "update-ref", "refs/heads/main", head], check=True)
+    subprocess.run([*GIT, "-C", str(bare), "update-ref", "refs/heads/main", head], check=True)
     work = root / "work"
-    subprocess.run([*git, "clone", "--quiet", str(bare), str(work)], check=True)
+    subprocess.run([*GIT, "clone", "--quiet", str(bare), str(work)], check=True)
     # The working tree's files as git would commit them (untracked ones too): a change is tested before its commit.
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                              capture_output=True, check=True).stdout
@@ -137,11 +136,11 @@ def serve_repository(branch: str, repository_path: str) -> dict:
         if source.is_file():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, work / name)
-    subprocess.run([*git, "-C", str(work), "checkout", "--quiet", "-b", branch], check=True)
-    subprocess.run([*git, "-C", str(work), "add", "-A"], check=True)
-    subprocess.run([*git, "-C", str(work), "commit", "--quiet", "--allow-empty", "-m",
+    subprocess.run([*GIT, "-C", str(work), "checkout", "--quiet", "-b", branch], check=True)
+    subprocess.run([*GIT, "-C", str(work), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(work), "commit", "--quiet", "--allow-empty", "-m",
                     "The branch a workshop site launches (made by the JupyterHub test)"], check=True)
-    subprocess.run([*git, "-C", str(work), "push", "--quiet", "origin", branch], check=True)
+    subprocess.run([*GIT, "-C", str(work), "push", "--quiet", "origin", branch], check=True)
     commit = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     shutil.rmtree(work)
@@ -417,17 +416,16 @@ def push_upstream_change(plan: dict) -> str:
     """A new commit on the served branch that adds a sentence to UPDATED's first Markdown cell; returns it."""
     work = Path(plan["state"]) / "upstream-work"
     shutil.rmtree(work, ignore_errors=True)
-    git = GIT
-    subprocess.run([*git, "clone", "--quiet", "--branch", plan["branch"], plan["bare"], str(work)], check=True)
+    subprocess.run([*GIT, "clone", "--quiet", "--branch", plan["branch"], plan["bare"], str(work)], check=True)
     path = work / f"{UPDATED}.ipynb"
     notebook = json.loads(path.read_text(encoding="utf-8"))
     cell = next(cell for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     cell["source"] = "".join(cell["source"]) + f"\n\n{UPSTREAM}"
     path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    subprocess.run([*git, "-C", str(work), "commit", "--quiet", "-am", "A change upstream (made by the hub test)"],
+    subprocess.run([*GIT, "-C", str(work), "commit", "--quiet", "-am", "A change upstream (made by the hub test)"],
                    check=True)
-    subprocess.run([*git, "-C", str(work), "push", "--quiet", "origin", plan["branch"]], check=True)
-    commit = subprocess.run([*git, "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
+    subprocess.run([*GIT, "-C", str(work), "push", "--quiet", "origin", plan["branch"]], check=True)
+    commit = subprocess.run([*GIT, "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     shutil.rmtree(work)
     return commit
