@@ -251,6 +251,33 @@ def test_ray_template_refuses_a_number_of_tries_that_is_not_one_or_more(tmp_path
     assert done.stdout == ""
 
 
+def test_a_cluster_start_that_fails_is_stopped_and_tried_again_in_a_new_namespace(monkeypatch):
+    """The retry of tests/slurm_cluster.py itself, without Slurm: each failed try is stopped before the next, and
+    when every try fails the error gives each try's reason."""
+    calls = []
+    slurm = SlurmCluster()  # its start and stop are replaced: nothing starts or stops
+    monkeypatch.setattr(slurm, "stop", lambda: calls.append("stop"))
+
+    def fails_twice(timeout):
+        calls.append("start")
+        if calls.count("start") <= 2:
+            raise RuntimeError(f"no address, start {calls.count('start')}")
+
+    monkeypatch.setattr(slurm, "_start_once", fails_twice)
+    slurm.start(timeout=1, tries=3)
+    assert calls == ["start", "stop", "start", "stop", "start"]
+
+    calls.clear()
+    monkeypatch.setattr(slurm, "_start_once", lambda timeout: calls.append("start") or 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # only a failed start is tried again, not a bug of the harness
+        slurm.start(timeout=1, tries=3)
+    assert calls == ["start"]
+
+    monkeypatch.setattr(slurm, "_start_once", lambda timeout: (_ for _ in ()).throw(RuntimeError("down")))
+    with pytest.raises(RuntimeError, match=r"(?s)try 1 of 2: down.*try 2 of 2: down"):
+        slurm.start(timeout=1, tries=2)
+
+
 def test_nsys_stand_in_is_executable():
     assert os.access(NSYS_STAND_IN, os.X_OK), f"{NSYS_STAND_IN} must be executable (chmod +x)"
 
