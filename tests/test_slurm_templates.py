@@ -264,7 +264,8 @@ def test_a_cluster_start_that_fails_is_stopped_and_tried_again_in_a_new_namespac
             raise RuntimeError(f"no address, start {calls.count('start')}")
 
     monkeypatch.setattr(slurm, "_start_once", fails_twice)
-    slurm.start(timeout=1, tries=3)
+    with pytest.warns(RuntimeWarning, match=r"came up on try 3 of 3; try 2 of 3: no address, start 2"):
+        slurm.start(timeout=1, tries=3)
     assert calls == ["start", "stop", "start", "stop", "start"]
 
     calls.clear()
