@@ -8,6 +8,7 @@ needs a hidden cell's name fails as code copied from the page would.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -95,6 +96,25 @@ if LoadScopeScheduling is not None:
         if config.getvalue("dist") == "loadfile":
             return ByFileButSpreadingSome(config, log)
         return None
+
+
+# How many test workers `-n auto` (pyproject.toml) starts: one per core this process may use (a Slurm job's or a
+# container's share, not the whole machine's), 2 at the least, so that tests that wait on servers run beside tests
+# that compute, and 4 at the most: beyond that the longest files (the hub, Slurm, the site: about 5 minutes each on
+# 2 cores) set the run's time, and more lessons at once would share one GPU's memory. GitHub's standard Linux
+# runner for public repositories has 4 cores (docs.github.com/en/actions/reference/runners/github-hosted-runners),
+# where a fixed `-n 2` left half of them idle. PYTEST_XDIST_AUTO_NUM_WORKERS, or -n N, still decides when given.
+TEST_WORKERS_AT_LEAST, TEST_WORKERS_AT_MOST = 2, 4
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    return min(max(usable_cores(), TEST_WORKERS_AT_LEAST), TEST_WORKERS_AT_MOST)
 
 
 SESSION_START = pytest.StashKey[float]()

@@ -9,8 +9,9 @@ the committed HEAD into a new folder whose path is deep and has spaces (as CI an
 `make setup` (the install), `make book` and `make test` there; the clone is deleted at the end.
 
 Each step prints its time; `make book` steps print each notebook's execution time (scripts/execute_notebooks.py
-reports them) and `make test` the busy time of each group of tests (from pytest's JUnit report: tests run on two
-workers, so the groups add up to about twice the wall time). Everything is written to _build/bench.json.
+reports them) and `make test` the busy time of each group of tests (from pytest's JUnit report: tests run on one
+worker per core, 2 to 4 (conftest.py), so the groups add up to about that many times the wall time). Everything is
+written to _build/bench.json.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def run_tests(cwd: Path, make: str) -> dict:
     env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={junit}".strip()}
     result = run("make test", [make, "test"], cwd, env)
     groups = busy_seconds_per_group(junit)
-    print("   busy seconds per group of tests (two workers):", flush=True)
+    print("   busy seconds per group of tests (summed over the test workers):", flush=True)
     for group, seconds in list(groups.items())[:20]:
         print(f"     {group}: {seconds:.0f} s{'  (' + GROUPS[group] + ')' if group in GROUPS else ''}", flush=True)
     shutil.rmtree(junit.parent, ignore_errors=True)
