@@ -43,6 +43,8 @@ NODE_MEMORY_MB = 512 * 1024
 # Tries of a cluster's start, each in a new namespace (SlurmCluster.start says why more than one).
 START_TRIES = 3
 
+# PropagatePrioProcess=1: a job runs at the nice value of the sbatch that submitted it (test_slurm_templates.py's
+# LAST_NICE).
 SLURM_CONF = """\
 ClusterName=gpukit
 SlurmctldHost=localhost(127.0.0.1)
@@ -58,6 +60,7 @@ SlurmdPidFile={state}/slurmd.pid
 SlurmctldLogFile={state}/slurmctld.log
 SlurmdLogFile={state}/slurmd.log
 ProctrackType=proctrack/linuxproc
+PropagatePrioProcess=1
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
