@@ -14,7 +14,6 @@ def test_a_file_is_one_unit_except_the_spread_ones():
     assert scope(None, spread) == spread
 
 
-
 @pytest.mark.parametrize("cores, workers", [(1, 2), (2, 2), (3, 3), (4, 4), (64, 4)])
 def test_one_worker_per_usable_core_from_2_to_4(monkeypatch, cores, workers):
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)

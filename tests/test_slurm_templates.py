@@ -334,8 +334,8 @@ def job_env(cluster):
 def submit(cluster, env, script: str, *options: str, nice: int = 0) -> list[str]:
     """Submit as a reader does: source the site file in the shell, then sbatch (or the submit script). ``nice``: the
     job's processes run at that nice value (tests/slurm_cluster.py's PropagatePrioProcess=1 passes sbatch's on)."""
-    command = "exec sbatch --parsable" if script.endswith(".sbatch") else "exec bash"
-    command = f"exec nice -n {nice} {command.removeprefix('exec ')}" if nice else command
+    under_nice = f"nice -n {nice} " if nice else ""
+    command = f"exec {under_nice}" + ("sbatch --parsable" if script.endswith(".sbatch") else "bash")
     out = f"--output={env['OUT']}/%x-%j.out" if "array" not in script else f"--output={env['OUT']}/%x-%A_%a.out"
     done = cluster.run("bash", "-c", f'source slurm_templates/site.sh && {command} "$@"', "submit",
                        *([f"slurm_templates/{script}"] if script.endswith(".sh") else []), out, *options,
