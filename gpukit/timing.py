@@ -8,20 +8,31 @@ after every repeat, and reports the median and spread of several repeats rather 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .arguments import require_positive_or_none, require_whole_number
-from .arrays import synchronize
+from .arrays import device_index, device_kind, is_array, library_of, synchronize
+from .hardware import gpu_peak
 
-__all__ = ["TIMERS", "Timing", "benchmark", "format_seconds", "synchronize"]
+__all__ = ["PEAK_TOLERANCE", "TIMERS", "ImpossibleSpeed", "Timing", "benchmark", "format_seconds", "gpu_name_of",
+           "synchronize"]
 
 # "wall": the host's clock around each call, stopped once the device has finished. "events": timestamps
 # the GPU writes into the device's stream before and after each call; the host's own costs after the last
 # launch (returning, waiting) drop out, though the GPU idling while the host launches still counts.
 TIMERS = ("wall", "events")
+# A rate may come out a little above a datasheet's peak (a boost clock above the one the datasheet assumed, the
+# datasheet's rounding), never far above it: past this factor the figure is wrong, not fast.
+PEAK_TOLERANCE = 1.05
+
+
+class ImpossibleSpeed(ValueError):
+    """A measured rate above the device's published peak for the precision it claims: the label or the timing is
+    wrong (TF32 counted as float32, work that was never waited for), so the figure must not reach a page."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,7 @@ def benchmark(
     bytes_moved: float | None = None,
     peak_flops: float | None = None,
     peak_bytes_per_s: float | None = None,
+    precision: str | None = None,
     **kwargs,
 ) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``repeats`` timed ones.
@@ -143,6 +155,11 @@ def benchmark(
     ``timer="events"`` times each call with torch's CUDA or MPS events on ``device`` (which must then be a
     CUDA or MPS device) instead of the host's clock. Events see only work queued on that device's current
     stream by torch; work on other streams or from other libraries is waited for but not timed.
+
+    On an NVIDIA GPU whose datasheet gpukit knows, a FLOP/s rate above the peak of its precision raises
+    :class:`ImpossibleSpeed` (see :func:`check_below_peak`). The precision is the inputs' dtype unless
+    ``precision`` names another (``"tf32"``, ``"bfloat16"``: modes with no peak in the table, so unchecked) or
+    the library was switched to TF32 (PyTorch's float32 matmul precision, ``CUPY_TF32``).
     """
     if not callable(fn):
         raise TypeError(f"benchmark needs a function to call, not {type(fn).__name__} {fn!r}")
@@ -185,7 +202,7 @@ def benchmark(
             samples.append(start_event.elapsed_time(end_event) / 1000.0)  # milliseconds -> seconds
     # Whatever is still queued must not leak into the next measurement.
     synchronize(result, device)
-    return Timing(
+    timing = Timing(
         label=label or getattr(fn, "__name__", "work"),
         samples=tuple(samples),
         flops=flops,
@@ -195,6 +212,87 @@ def benchmark(
         synchronized=synchronize_device,
         timer=timer,
     )
+    if flops is not None and synchronize_device:
+        check_below_peak(timing, args, device, precision)
+    return timing
+
+
+def _first_array(args) -> object | None:
+    return next((arg for arg in args if is_array(arg)), None)
+
+
+def _dtype_name(array) -> str:
+    return str(array.dtype).removeprefix("torch.")
+
+
+def gpu_name_of(array=None, device: str | None = None) -> str | None:
+    """The name of the NVIDIA GPU that ``array`` lives on (or ``device``, a torch device name), as its library
+    reports it (``"NVIDIA H100 80GB HBM3"``); ``None`` for anything else."""
+    if array is not None and device_kind(array) == "cuda":
+        library, index = library_of(array), device_index(array)
+        if library == "torch":
+            import torch
+
+            return torch.cuda.get_device_name(array.device)
+        if library == "cupy":
+            import cupy
+
+            name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
+            return name.decode() if isinstance(name, bytes) else str(name)
+        if library == "jax":
+            return next(iter(array.devices())).device_kind
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(str(device))
+    return None
+
+
+def _library_precision(array, dtype: str) -> str:
+    """The precision a float32 product runs in where the library was told to use TF32 (its switch, not ours)."""
+    if dtype != "float32":
+        return dtype
+    library = library_of(array)
+    if library == "torch":
+        import torch
+
+        if torch.get_float32_matmul_precision() != "highest":
+            return "tf32"
+    if library == "cupy" and os.environ.get("CUPY_TF32") == "1":
+        return "tf32"
+    return dtype
+
+
+def check_below_peak(timing: Timing, args=(), device: str | None = None, precision: str | None = None) -> None:
+    """Raise :class:`ImpossibleSpeed` where ``timing``'s FLOP/s lie above the published peak of the GPU it ran on,
+    for its precision (the highest figure the datasheet gives for it: FP64 tensor cores where there are some).
+
+    The GPU and the dtype come from the first array among ``args`` (else ``device``); ``precision`` overrides
+    the dtype. Nothing is checked for the CPU or MPS (their peaks are estimates or unpublished), for an unknown
+    GPU, or for a precision the table has no figure for (TF32, bfloat16, float16).
+    """
+    if timing.flops_per_s is None:
+        return
+    array = _first_array(args)
+    if precision is None:
+        if array is None:
+            return
+        precision = _library_precision(array, _dtype_name(array))
+    name = gpu_name_of(array, device)
+    if name is None or precision not in ("float32", "float64"):
+        return
+    peak = gpu_peak(name, precision, operation="matmul")
+    if peak is None or peak.flops_per_s is None:
+        return
+    if timing.flops_per_s > PEAK_TOLERANCE * peak.flops_per_s:
+        raise ImpossibleSpeed(
+            f"{timing.label}: {timing.flops_per_s / 1e12:.1f} TFLOP/s is above the {peak.device}'s {precision} "
+            f"peak of {peak.flops_per_s / 1e12:.3g} TFLOP/s ({peak.units}; {peak.source}), so the work did not run "
+            f"in {precision} as timed: the library computed in a lower precision (JAX's default matmul precision "
+            f"and CuPy's CUPY_TF32 use TF32 on NVIDIA GPUs), or the timing missed work. Ask for {precision} "
+            f"(e.g. jax.default_matmul_precision('highest')), or pass precision='tf32' and say so where the "
+            f"figure is shown."
+        )
 
 
 def _event_timer(device):

@@ -234,3 +234,106 @@ def test_wall_timing_on_a_cuda_device_waits_after_every_call(monkeypatch):
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     benchmark(lambda: None, repeats=3, warmup=1, device="cuda:0")
     assert calls == ["cuda:0"] * 6  # warm-up, drain, three repeats, final drain
+
+
+# -- a speed above the device's peak fails (the first H100 run printed 344 TFLOP/s for a "float32" JAX product) --
+H100 = "NVIDIA H100 80GB HBM3"  # the name torch, CuPy and JAX report for the H100 SXM
+
+
+class FakeJaxDevice:
+    platform, device_kind, id = "gpu", H100, 0
+
+
+class FakeJaxGpuArray:
+    """What gpukit reads of a JAX array on a GPU: its library (by module), dtype, shape and devices."""
+
+    __module__ = "jaxlib.xla_extension"
+    shape = (8192, 8192)
+    device = FakeJaxDevice()
+
+    def __init__(self, dtype="float32"):
+        self.dtype = np.dtype(dtype)
+
+    def devices(self):
+        return {FakeJaxDevice()}
+
+
+class FakeTorchCudaTensor:
+    __module__ = "torch"
+    shape = (8192, 8192)
+    device = torch.device("cuda", 0)
+
+    def __init__(self, dtype=torch.float32):
+        self.dtype = dtype
+
+
+def timed(tflops: float, label="8192 x 8192 matmul") -> Timing:
+    flops = 2 * 8192**3
+    return Timing(label=label, samples=(flops / (tflops * 1e12),), flops=flops)
+
+
+def test_a_float32_jax_product_above_the_h100s_float32_peak_is_refused():
+    with pytest.raises(timing.ImpossibleSpeed) as refused:
+        timing.check_below_peak(timed(343.7), (FakeJaxGpuArray(), FakeJaxGpuArray()))
+    message = str(refused.value)
+    assert "343.7 TFLOP/s" in message and "float32 peak of 67 TFLOP/s" in message
+    assert "TF32" in message and "NVIDIA H100 SXM" in message
+
+
+def test_rates_at_or_below_the_peak_pass_and_so_do_precisions_the_table_has_no_figure_for():
+    timing.check_below_peak(timed(50.7), (FakeJaxGpuArray(),))  # what the H100 did in float32
+    timing.check_below_peak(timed(69.0), (FakeJaxGpuArray("float64"),))  # within the tolerance of 67
+    timing.check_below_peak(timed(767.0), (FakeJaxGpuArray("bfloat16"),))  # bfloat16 has no figure here
+    timing.check_below_peak(timed(402.0), (FakeJaxGpuArray(),), precision="tf32")  # declared by the caller
+
+
+def test_a_declared_precision_is_checked_instead_of_the_dtype():
+    with pytest.raises(timing.ImpossibleSpeed):
+        timing.check_below_peak(timed(80.0), (FakeJaxGpuArray("bfloat16"),), precision="float64")
+
+
+def test_torch_switched_to_tf32_makes_its_float32_products_tf32(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: H100)
+    with pytest.raises(timing.ImpossibleSpeed):
+        timing.check_below_peak(timed(402.0), (FakeTorchCudaTensor(),))
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        timing.check_below_peak(timed(402.0), (FakeTorchCudaTensor(),))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_cupy_told_to_use_tf32_is_not_held_to_the_float32_peak(monkeypatch):
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(
+        getDeviceProperties=lambda index: {"name": H100.encode()})))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+
+    class FakeCupyArray:
+        __module__ = "cupy._core.core"
+        shape, dtype = (8192, 8192), np.dtype("float32")
+        device = types.SimpleNamespace(id=0)
+
+    with pytest.raises(timing.ImpossibleSpeed):
+        timing.check_below_peak(timed(402.0), (FakeCupyArray(),))
+    monkeypatch.setenv("CUPY_TF32", "1")
+    timing.check_below_peak(timed(402.0), (FakeCupyArray(),))
+
+
+def test_no_check_where_no_published_peak_applies(monkeypatch):
+    host = np.ones((4, 4), dtype=np.float32)
+    timing.check_below_peak(timed(1e6), (host,))  # the CPU's peaks are estimates: never refused
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A10G")  # no published figure
+    timing.check_below_peak(timed(1e6), (FakeTorchCudaTensor(),))
+    timing.check_below_peak(timed(1e6), ())  # nothing to read the GPU or the dtype from
+
+
+def test_benchmark_refuses_a_rate_above_the_gpus_peak(monkeypatch):
+    # benchmark reads the GPU from its arguments: here host arrays standing for H100 arrays.
+    monkeypatch.setattr(timing, "gpu_name_of", lambda array=None, device=None: H100)
+    a = np.ones((8, 8), dtype=np.float32)
+    with pytest.raises(timing.ImpossibleSpeed, match="above the NVIDIA H100 SXM's float32 peak"):
+        benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, label="too fast")
+    # An unsynchronised timing is a demonstration of a wrong figure, and is left alone.
+    benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, synchronize_device=False)
+    assert benchmark(np.matmul, a, a, flops=2 * 8**3, repeats=1, warmup=0).flops_per_s < 67e12
