@@ -109,3 +109,13 @@ def test_balance_and_shorter_piece():
     assert result.saved_seconds == pytest.approx(0.05)
 
 
+
+
+def test_a_saving_larger_than_the_shorter_piece_is_said_as_such():
+    """The first H100 run printed "hid 284% of the shorter piece": together took less than the longer piece alone,
+    which hiding cannot do. The sentence now says what was saved and that the pieces ran faster together."""
+    result = _fake(0.078, 0.611, 0.460, sequential=0.683, how="threads")
+    assert result.share_of_best > 2 and result.verdict() == "overlapped"
+    sentence = result.sentence()
+    assert "% of the shorter piece" not in sentence
+    assert "saved 223.0 ms, more than hiding the shorter piece (the GPU piece, 78.0 ms) completely could" in sentence
