@@ -4,7 +4,12 @@ On each device present (:func:`gpukit.available_devices`) it times, with :func:`
 
 - ``matmul``: n x n matrix products in float32 and float64 (float64 is skipped on MPS, which has none);
 - ``elementwise``: exp(x) + 3 sin(x) on float32 vectors of several lengths;
-- ``copy``: a copy within the device's memory; on a GPU also ``host-to-device`` and ``device-to-host``;
+- ``copy``: a copy within the device's memory; on a GPU also copies between host and device, each way, with the
+  host's side in ordinary (pageable) memory and, on CUDA, in pinned (page-locked) memory:
+  ``host-to-device pageable``, ``device-to-host pageable``, ``host-to-device pinned``, ``device-to-host pinned``.
+  Every buffer is allocated (and touched) before the timing, and each timed call copies into the same
+  destination: a new host buffer per copy would time the allocation and its page faults, not the bus (the
+  device-to-host rows of the first H100 run, made that way, came out several times below host-to-device);
 - ``det+fft``: a batch of complex64 matrices, each a determinant and a 2-D FFT (the workload of chapter
   12), where ``torch.linalg.det`` fails it uses an LU factorisation.
 
@@ -15,7 +20,8 @@ and its fraction of the device's peak where the peak is known: a published figur
 FP64 tensor cores);
 for the CPU the estimate of :func:`gpukit.hardware.estimate_cpu_peak`, or the best rate measured where that
 beat the estimate (:func:`gpukit.hardware.practical_ceiling`), and the measured copy bandwidth for memory.
-``--quick`` uses small sizes and few repeats (a few seconds) for tests, and writes its file under
+``--quick`` runs every benchmark of the full run, the four transfers included where there is a GPU, at small
+sizes and with few repeats (a few seconds), for tests, and writes its file under
 ``_build/cache/benchmarks-quick/`` unless ``--folder`` is given, so that it never replaces a measurement.
 """
 
@@ -31,7 +37,8 @@ from dataclasses import dataclass
 
 from .benchmark_files import write_benchmark_file
 
-__all__ = ["Plan", "add_bench_command", "machine_description", "plan_for", "run_bench_command", "run_suite"]
+__all__ = ["PAGEABLE_TRANSFERS", "PINNED_TRANSFERS", "Plan", "add_bench_command", "copy_benchmarks",
+           "machine_description", "plan_for", "run_bench_command", "run_suite"]
 
 
 @dataclass(frozen=True)
@@ -46,10 +53,26 @@ class Plan:
     batch: int
     repeats: int
 
-    def steps(self, kind: str) -> int:
-        copies = len(self.copy_bytes) * (1 if kind == "cpu" else 3)
+    def steps(self, device: str) -> int:
+        copies = len(self.copy_bytes) * len(copy_benchmarks(device))
         return (len(self.matmul_sizes) * len(self.matmul_dtypes) + len(self.elementwise_lengths) + copies
                 + len(self.det_sizes))
+
+
+# The copies between host and device, named by direction and by the kind of host memory: every figure says
+# which it measured. Pinned (page-locked) host memory is CUDA's (torch.empty(..., pin_memory=True)).
+PAGEABLE_TRANSFERS = ("host-to-device pageable", "device-to-host pageable")
+PINNED_TRANSFERS = ("host-to-device pinned", "device-to-host pinned")
+
+
+def copy_benchmarks(device: str) -> tuple[str, ...]:
+    """The copy benchmarks run on ``device``: a copy within its memory, and on a GPU the transfers between host
+    and device, each way, from and into pageable host memory, and on CUDA pinned host memory too."""
+    if device == "cpu":
+        return ("copy",)
+    if device.startswith("cuda"):
+        return ("copy", *PAGEABLE_TRANSFERS, *PINNED_TRANSFERS)
+    return ("copy", *PAGEABLE_TRANSFERS)
 
 
 # The CPU sizes are a subset of the GPU sizes, so that a file's GPU and CPU results can be compared at the
@@ -171,18 +194,31 @@ def _elementwise(device, n):
     return (lambda: torch.exp(x) + 3 * torch.sin(x)), 2 * 4 * n  # one read and one write of 4 bytes
 
 
-def _copy(device, nbytes, direction):
+def _copy(device, nbytes, benchmark):
+    """The call to time for one copy benchmark, and the bytes it moves.
+
+    Both buffers are allocated and filled here, before any timing, and every call copies into the same
+    destination with ``Tensor.copy_``: ``x.to("cpu")`` would allocate a new host buffer per call, and the
+    timing would then count the allocation and the page faults of its first touch, not the bus. From and into
+    pinned memory the copy is queued with ``non_blocking=True``, as a program that overlaps copies does; the
+    benchmark waits for the device before each clock stops.
+    """
     import torch
 
-    if direction == "copy":
+    if benchmark == "copy":
         source = torch.ones(nbytes, dtype=torch.uint8, device=device)
         target = torch.empty_like(source)
         return (lambda: target.copy_(source)), 2 * nbytes  # read and write
-    if direction == "host-to-device":
-        source = torch.ones(nbytes, dtype=torch.uint8)
-        return (lambda: source.to(device, copy=True)), nbytes
-    source = torch.ones(nbytes, dtype=torch.uint8, device=device)
-    return (lambda: source.to("cpu", copy=True)), nbytes
+    if benchmark not in PAGEABLE_TRANSFERS + PINNED_TRANSFERS:
+        raise ValueError(f"unknown copy benchmark {benchmark!r}")
+    pinned = benchmark in PINNED_TRANSFERS
+    # torch.empty(pin_memory=True) page-locks the buffer as it allocates it; fill_ touches every page of the
+    # pageable one, so that no timed copy pays for mapping it.
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
+    on_device = torch.ones(nbytes, dtype=torch.uint8, device=device)
+    if benchmark.startswith("host-to-device"):
+        return (lambda: on_device.copy_(host, non_blocking=pinned)), nbytes
+    return (lambda: host.copy_(on_device, non_blocking=pinned)), nbytes
 
 
 def lu_determinant(a):
@@ -243,10 +279,12 @@ def _measure(device, plan, bar, notes) -> list[dict]:
             timed("matmul", dtype, n, None, *_matmul(device, dtype, n))
     for n in plan.elementwise_lengths:
         timed("elementwise", "float32", n, None, *_elementwise(device, n))
-    directions = ("copy",) if device == "cpu" else ("copy", "host-to-device", "device-to-host")
-    for direction in directions:
+    for name in copy_benchmarks(device):
         for nbytes in plan.copy_bytes:
-            timed(direction, "uint8", nbytes, None, *_copy(device, nbytes, direction))
+            timed(name, "uint8", nbytes, None, *_copy(device, nbytes, name))
+    if device == "mps":
+        notes.append("host-to-device and device-to-host on mps: pageable host memory only (pinned memory is "
+                     "CUDA's)")
     for n in plan.det_sizes:
         try:
             call, work, used_lu = _det_fft(device, n, plan.batch)
@@ -326,7 +364,7 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
 
     devices = _resolve_devices(devices)
     plans = {d: plan_for(d, quick) for d in devices}
-    total = sum(plan.steps("cpu" if d == "cpu" else "gpu") for d, plan in plans.items())
+    total = sum(plan.steps(d) for d, plan in plans.items())
     bar = progress_bar(total, "gpukit bench", file) if progress else _NoBar()
     notes: list[str] = []
     results, device_entries = [], {}
@@ -368,7 +406,7 @@ def summary(record: dict) -> str:
         # On the CPU the ceiling is an estimate or, where a run beat it, the run's own best (see peaks.source).
         of = "of peak" if device != "cpu" else "of the practical ceiling"
         peak = "" if r["fraction_of_peak"] is None else f", {r['fraction_of_peak']:.0%} {of}"
-        lines.append(f"  {device:7s} {benchmark:15s} {dtype:9s} size {r['size']:>11,}: "
+        lines.append(f"  {device:7s} {benchmark:23s} {dtype:9s} size {r['size']:>11,}: "
                      f"{r['rate']:10.4g} {r['rate_unit']}{peak}")
     lines.extend(f"  note: {note}" for note in record.get("notes", []))
     return "\n".join(lines)

@@ -222,7 +222,7 @@ def test_gpu_peaks_and_clocks_with_a_fake_cuda_device(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-40GB")
     results = [result("matmul", "cuda:0", 1024, 1e-4), result("elementwise", "cuda:0", 2**20, 1e-5),
-               result("host-to-device", "cuda:0", 2**20, 1e-4)]
+               result("host-to-device pinned", "cuda:0", 2**20, 1e-4)]
     results[1]["rate"] = 800.0
     peaks = bench._peaks("cuda:0", results)
     assert peaks["float32_flop_s"] > 1e13 and peaks["source"].startswith("published")
