@@ -21,6 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent / "tests"))
 import lesson_runs  # noqa: E402
 from lesson_solutions import as_tested  # noqa: E402
 
+# The fixture `fake_cuda` (tests/fake_cuda.py): one stand-in CUDA GPU on a CPU-only PyTorch, for any test that runs
+# the book's CUDA code paths here.
+pytest_plugins = ("fake_cuda",)
+
 try:
     from nbval.plugin import IPyNbFile
 except ImportError:  # nbval is the test extra's; without it there is nothing to adapt

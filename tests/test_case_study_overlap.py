@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from test_transfers_fake_cuda import Glued, between, definition, fake_cuda, gluing, lesson, run  # noqa: F401
+from lesson_code import Glued, between, definition, gluing, lesson, run
 
 from gpukit import optional_import, skip_unless
 
@@ -54,7 +54,7 @@ def _host_piece_logged(namespace, fake):
     namespace["prepare_next"] = logged
 
 
-def test_on_a_gpu_every_branch_runs_and_the_overlapped_pieces_do_not_wait(fake_cuda, monkeypatch):  # noqa: F811
+def test_on_a_gpu_every_branch_runs_and_the_overlapped_pieces_do_not_wait(fake_cuda, monkeypatch):
     namespace = _namespace("cuda:0", monkeypatch)
     for code in SECTION:
         run(code, namespace)

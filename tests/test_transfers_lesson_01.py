@@ -15,7 +15,7 @@ import time
 
 import pytest
 import torch
-from test_transfers_fake_cuda import Glued, between, definition, fake_cuda, gluing, lesson, run  # noqa: F401
+from lesson_code import Glued, between, definition, gluing, lesson, run
 
 from gpukit import benchmark, skip_unless
 from gpukit.timing import Timing
@@ -35,7 +35,7 @@ def _namespace(device):
     return namespace
 
 
-def test_on_a_gpu_every_timed_copy_writes_a_buffer_allocated_before_the_timing(fake_cuda):  # noqa: F811
+def test_on_a_gpu_every_timed_copy_writes_a_buffer_allocated_before_the_timing(fake_cuda):
     namespace = _namespace("cuda:0")
     mark = len(fake_cuda.log)
     for code in SECTION:
