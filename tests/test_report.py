@@ -1,3 +1,4 @@
+import importlib.metadata
 import subprocess
 import sys
 
@@ -79,7 +80,9 @@ def test_markdown_escapes_table_separators():
 def test_doctor_command_prints_report_and_sets_exit_status():
     done = subprocess.run([sys.executable, "-m", "gpukit", "doctor"], capture_output=True, text=True, timeout=120)
     assert "Lessons will run on:" in done.stdout
-    assert done.returncode == (0 if "Ready: nothing to fix." in done.stdout else 1)
+    verdict = done.stdout.splitlines()[-1]
+    assert verdict.startswith(("Ready: nothing to fix.", "Ready, with ", f"{verdict.split()[0]} problem(s) to fix"))
+    assert done.returncode == (1 if "[FIX ]" in done.stdout else 0)  # warnings (drift) alone exit 0
     bad = subprocess.run([sys.executable, "-m", "gpukit", "cure"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice: 'cure'" in bad.stderr
 
@@ -121,3 +124,64 @@ def test_each_cuda_device_torch_sees_is_listed(monkeypatch):
     assert [f.topic for f in listed] == ["torch cuda:0", "torch cuda:1"]
     assert all(f.status == rep.OK and "H100" in f.detail for f in listed)
     assert result.device.startswith("cuda (NVIDIA H100")
+
+
+# ------------------------------------------------------------------------------------------ drift against the lock
+# What the first H100 run's Python had, where `doctor` said "Ready: nothing to fix".
+H100_VERSIONS = {"numpy": "2.5.2", "jax": "0.11.2", "jaxlib": "0.11.2", "torch": "2.11.0+cu130", "numba": "0.68.0",
+                 "triton": "3.6.0", "pandas": "3.0.6"}
+
+
+def installed_as(monkeypatch, versions):
+    """importlib.metadata reports ``versions`` for those distributions, the real ones for the others."""
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: versions[rep.canonical(name)] if rep.canonical(name) in versions else real(name))
+
+
+def test_versions_that_differ_from_the_lock_are_warnings_naming_the_lessons(monkeypatch):
+    installed_as(monkeypatch, H100_VERSIONS)
+    result = environment_report()
+    warned = {f.topic: f for f in result.warnings}
+    assert {"numpy", "jax", "jaxlib", "torch", "numba", "triton", "pandas"} <= set(warned)
+    numpy = warned["numpy"].detail
+    assert numpy.startswith("2.5.2 installed, the book's lock pins 2.4.6: can break lesson(s) ")
+    assert "09 through numba (numba-cuda needs the pinned NumPy" in numpy  # 09 fails inside numba-cuda, not numpy
+    assert "08" in warned["jax"].detail and "jaxlib" in warned and "through jax" in warned["jaxlib"].detail
+    assert warned["torch"].detail.startswith("2.11.0+cu130 installed, the book's lock pins 2.13.0")
+    assert warned["numpy"].fix.endswith("-m pip install numpy==2.4.6")
+    text = result.to_text()
+    assert "[warn] numpy" in text and "Ready: nothing to fix." not in text
+    assert text.splitlines()[-1].startswith(f"Ready, with {len(result.warnings)} warning(s)")
+    assert result.ready  # a warning is not a problem: the command still exits 0
+    assert "⚠️ | numpy |" in result.to_markdown()
+
+
+def test_the_same_release_of_another_build_is_no_drift(monkeypatch):
+    installed_as(monkeypatch, {"torch": "2.13.0+cu130", "numpy": "2.4.6"})
+    assert not [d for d in rep.version_drift() if d.distribution in ("torch", "numpy")]
+    assert not [f for f in environment_report().warnings if f.topic in ("torch", "numpy")]
+
+
+def test_the_lock_is_read_with_its_markers_for_the_platform_and_python():
+    linux_311 = {"sys_platform": "linux", "platform_machine": "x86_64", "python_full_version": "3.11.7",
+                 "python_version": "3.11", "implementation_name": "cpython", "os_name": "posix",
+                 "platform_system": "Linux", "platform_release": "", "platform_version": "",
+                 "platform_python_implementation": "CPython", "implementation_version": "3.11.7"}
+    pins = rep.locked_versions(environment=linux_311)
+    assert pins["numpy"] == "2.4.6" and pins["contourpy"] == "1.3.3" and pins["cupy-cuda13x"] == "14.2.0"
+    assert "appnope" not in pins
+    mac_312 = {**linux_311, "sys_platform": "darwin", "platform_machine": "arm64", "python_full_version": "3.12.3",
+               "python_version": "3.12", "platform_system": "Darwin"}
+    pins = rep.locked_versions(environment=mac_312)
+    assert pins["contourpy"] == "1.4.0" and "cupy-cuda13x" not in pins and "appnope" in pins
+
+
+def test_a_lessons_imports_are_read_from_its_code():
+    code = ("%matplotlib inline\nimport numpy as np, torch.nn as nn\nfrom numba import cuda\n"
+            "cupy = optional_import('cupy', 'the CuPy cells')\njax = importlib.import_module(\"jax\")\n"
+            "from . import local\n!nvidia-smi\n")
+    assert rep.imports_of(code) == {"numpy", "torch", "numba", "cupy", "jax"}  # not the relative import
+    assert rep.imports_of("%%time\nimport triton\nx = optional_import('ray', 'Ray')") == {"triton", "ray"}
+    lessons = rep.lesson_imports()
+    assert "09-writing-kernels" in lessons["numba"] and "03-cupy" in lessons["cupy"]
