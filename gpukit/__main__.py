@@ -3,7 +3,9 @@
 (:mod:`gpukit.preflight`);
 ``python -m gpukit probe`` runs the backend-support probe (:mod:`gpukit.backends`);
 ``python -m gpukit bench`` runs the benchmark suite and writes ``data/benchmarks/<machine>-<date>.json``
-(:mod:`gpukit.bench`)."""
+(:mod:`gpukit.bench`);
+``python -m gpukit gpu-check`` (``make gpu-check``) runs the preflight, every lesson, the GPU tests and the bench on
+this node's GPU and writes a report (:mod:`gpukit.gpu_check`)."""
 
 from __future__ import annotations
 
@@ -28,9 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     from .bench import add_bench_command, run_bench_command
 
     add_bench_command(commands)
+    from .gpu_check import add_gpu_check_command, run_gpu_check_command
+
+    add_gpu_check_command(commands)
     args = parser.parse_args(argv)
     if args.command == "bench":
         return run_bench_command(args, argv)
+    if args.command == "gpu-check":
+        return run_gpu_check_command(args)
     if args.command == "probe":
         return run_probe_command(args)
 

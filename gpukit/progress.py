@@ -14,6 +14,9 @@ class _NoBar:
     def update(self, n: int = 1) -> None:
         pass
 
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+
     def close(self) -> None:
         pass
 
@@ -33,8 +36,10 @@ def _clear_cell_output() -> None:
     clear_output(wait=True)
 
 
-def progress_bar(total: int, desc: str, file=None):
+def progress_bar(total: int, desc: str, file=None, disable: bool | None = False):
     """A plain-text progress bar (no widget, no JavaScript) on ``file`` (standard output by default).
+    ``disable=None`` shows it only where ``file`` is a terminal (a job's log file gets no bar). Lines printed with
+    the bar's ``write`` go above it.
 
     Each update of a text bar is a separate piece of a notebook cell's output, and a saved or rendered
     notebook shows them one per line. So, in a Jupyter kernel and on standard output, closing the bar
@@ -56,7 +61,8 @@ def progress_bar(total: int, desc: str, file=None):
             super().close()
 
     stream = file or sys.stdout
-    bar = TextBar(total=total, desc=desc, file=stream, ncols=80, ascii=True, mininterval=0.5, leave=True)
+    bar = TextBar(total=total, desc=desc, file=stream, ncols=80, ascii=True, mininterval=0.5, leave=True,
+                  disable=disable)
     bar.replace_at_close = stream is sys.stdout and _in_jupyter_kernel()
     return bar
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -32,13 +31,14 @@ from jupyter_cache.executors.utils import single_nb_execution
 from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # gpukit from this clone, installed or not
+# Shared with `make gpu-check` (gpukit/gpu_check.py), which runs the same lessons on a GPU node: the kernels'
+# settings (encrypted messages, or every kernel logs a warning that its TCP traffic is plain text, which buried the
+# build log's real news), the tries a kernel gets to start, and which lessons must run alone.
+from gpukit.gpu_check import ANSI_ESCAPE, KERNEL_SETTINGS, KERNEL_STARTS, runs_alone  # noqa: E402
+
 CACHE = ROOT / "_build" / ".jupyter_cache"
-# The kernels' messages are encrypted (CurveZMQ keys the kernel manager provisions; ipykernel's kernel spec
-# declares it supports them). Without that, every kernel logs a warning that its TCP traffic is plain text, one
-# per notebook, which buried the build log's real news.
-KERNEL_CONFIG = Config({"KernelManager": {"transport_encryption": "auto"}})
-KERNEL_STARTS = 3
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+KERNEL_CONFIG = Config(KERNEL_SETTINGS)
 
 
 def toc_notebooks() -> list[Path]:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # A lesson that measures speed must not share the cores with another notebook, or its published timings
     # measure the contention: such notebooks say "gpukit": {"run_alone": true} and run one after another.
-    alone = [p for p in stale if nbformat.read(p, as_version=4).metadata.get("gpukit", {}).get("run_alone")]
+    alone = [p for p in stale if runs_alone(nbformat.read(p, as_version=4))]
     together = [p for p in stale if p not in alone]
     print(f"Executing {len(stale)} notebook(s): {len(together)} side by side ({min(args.jobs, len(together) or 1)} "
           f"at a time), then {len(alone)} that measure speed, one at a time ...", flush=True)

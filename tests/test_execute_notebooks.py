@@ -66,3 +66,13 @@ def test_a_kernel_that_never_starts_is_a_reported_failure(tmp_path, cache, monke
     monkeypatch.setattr(execute_notebooks, "single_nb_execution", never_starts)
     path, seconds, error = execute_notebooks.execute(notebook(tmp_path, "print(6 * 7)"), timeout=120)
     assert seconds is None and "did not start" in error and "kernel_info" in error
+
+
+def test_the_build_and_gpu_check_agree_on_the_lessons_that_run_alone(tmp_path):
+    """`make book` and `make gpu-check` run the same lessons: one rule says which publish speed measurements."""
+    from gpukit import gpu_check
+
+    assert execute_notebooks.runs_alone is gpu_check.runs_alone
+    assert execute_notebooks.KERNEL_CONFIG["KernelManager"]["transport_encryption"] == "auto"
+    speed = nbformat.v4.new_notebook(metadata={"gpukit": {"run_alone": True, "gpus": 1}})
+    assert execute_notebooks.runs_alone(speed) and not execute_notebooks.runs_alone(nbformat.v4.new_notebook())
