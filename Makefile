@@ -47,7 +47,7 @@ CACHE_MATCHES := _build/.cache-matches-gpukit
 export MPLCONFIGDIR := $(CURDIR)/_build/cache/matplotlib
 export IPYTHONDIR := $(CURDIR)/_build/cache/ipython
 
-.PHONY: setup state-dirs book serve lab test lint bench clean help
+.PHONY: setup state-dirs book serve lab test lint bench gpu-check clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
@@ -58,6 +58,8 @@ help:
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
+	@echo "make gpu-check - on a GPU node: the preflight, every lesson, the GPU tests and the bench, in the environment"
+	@echo "             that is here (installs nothing); report in _build/gpu-check/<date>-<device>/"
 	@echo "make clean  - remove _build (keeps .venv)"
 
 # What each command installs into .venv, as gpukit's extras: `make book` the lessons and the book build;
@@ -130,6 +132,13 @@ test: lint state-dirs $(CACHE_MATCHES)
 
 bench: setup
 	$(BIN)/python scripts/benchmark_pipeline.py
+
+# The whole GPU run again (gpukit/gpu_check.py): in the environment that is here, .venv where it exists, else
+# $(PYTHON) (a cluster module's Python, say). It installs nothing, so it runs on a compute node without network.
+# Options go in GPU_CHECK_FLAGS: make gpu-check GPU_CHECK_FLAGS="--budget 1200" (python -m gpukit gpu-check -h).
+gpu-check: state-dirs
+	@if [ -x $(BIN)/python ]; then python=$(BIN)/python; else python="$(PYTHON)"; fi; \
+		"$$python" -m gpukit gpu-check $(GPU_CHECK_FLAGS)
 
 clean:
 	rm -rf _build

@@ -81,3 +81,27 @@ def test_the_gpu_stack_comes_from_the_command_line_only(tmp_path):
     assert "-e \".[lessons,book]\"" in pip_line(make(clone, "-n", "book", GPU="1").stdout)
     wrong = make(clone, "-n", "book", "GPU=cuda11")
     assert wrong.returncode != 0 and "GPU=cuda11 is not one of" in wrong.stderr
+
+
+def recording_python(path: Path, log: Path) -> Path:
+    """A stand-in Python that writes how it was called to ``log`` (a line per call) and does nothing else."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "$0 $*" >> "{log}"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_gpu_check_runs_in_the_environment_that_is_there_and_installs_nothing(tmp_path):
+    clone = clone_at(tmp_path / "gpu-python")
+    calls = tmp_path / "calls.txt"
+    module_python = recording_python(tmp_path / "module" / "bin" / "python3", calls)
+    done = make(clone, "gpu-check", f"PYTHON={module_python}", "GPU_CHECK_FLAGS=--lessons 03 --no-bench")
+    assert done.returncode == 0, done.stderr
+    # No .venv: the Python it was given (a cluster module's), once, and never pip.
+    assert calls.read_text().splitlines() == [f"{module_python} -m gpukit gpu-check --lessons 03 --no-bench"]
+    venv_python = recording_python(clone / ".venv" / "bin" / "python", calls)
+    calls.unlink()
+    assert make(clone, "gpu-check", f"PYTHON={module_python}").returncode == 0
+    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m gpukit gpu-check"]
+    assert (clone / "_build" / "cache" / "matplotlib").is_dir()
+    assert "make gpu-check" in make(clone, "help").stdout

@@ -20,6 +20,9 @@ What the run proves, and what it does not:
 - every template that requests a GPU runs the GPU preflight (the site file's command, here a stand-in that
   prints a line: there is no GPU for `python -m gpukit doctor --gpu` to pass on) in its environment before
   its work, and a failing preflight ends the job FAILED before the work starts;
+- the gpu-check template (make gpu-check as a job) runs gpukit's real command, which finds no GPU on this node (the
+  fake GPUs are device files; GPUKIT_DEVICE=cpu makes sure of it wherever the tests run): the job must fail fast
+  and clearly, with the reason as the first line of its report, as on a node whose GPU is unusable;
 - dask-jobqueue's workers are real Slurm jobs of their own, submitted from inside the driver job;
 - the Nsight Systems template runs with a stand-in `nsys` (tests/stand_ins/nsys, named by GPU_PYTHON_NSYS):
   the test proves the arguments it passes to `nsys profile` and `nsys stats`, that the profiled script runs
@@ -27,6 +30,7 @@ What the run proves, and what it does not:
   that the template stops with a message naming what is missing when there is no nsys.
 """
 
+import json
 import os
 import re
 import shlex
@@ -64,6 +68,8 @@ SUBMISSIONS = {
     "build-book.sbatch": ([], [r"book command ran, GPUKIT_REQUIRE_GPU = 1"]),
     "bench.sbatch": ([], [r"benchmark on GPU type any", r"benchmark command ran"]),
     "bench-each-gpu-type.sh": ([], []),  # submits bench.sbatch per type: checked by its own test
+    "gpu-check.sbatch": (["--export=ALL,GPUKIT_DEVICE=cpu"], [r"gpu-check FAILED: no usable GPU here \(",
+                                                               r"Report: \S+/report\.md"]),
     "nsys-profile.sbatch": ([f"--export=ALL,GPU_PYTHON_NSYS={NSYS_STAND_IN}"], [
         r"nsys stand-in: profile --trace=cuda,nvtx,osrt .*--capture-range=cudaProfilerApi .*"
         r"--output=\S+/profile-step .*python slurm_templates/jobs/profile_step\.py",
@@ -75,7 +81,11 @@ SUBMISSIONS = {
 # The templates that request a GPU, and so run the GPU preflight first. The others run CPU work (the sweep's
 # NumPy, Dask's and ipyparallel's workers), where `python -m gpukit doctor --gpu` would fail for want of a GPU.
 GPU_TEMPLATES = {"one-gpu.sbatch", "bench.sbatch", "build-book.sbatch", "multi-gpu-torchrun.sbatch",
-                 "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch"}
+                 "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch", "gpu-check.sbatch"}
+# GPU templates whose work is the preflight and more (gpu-check runs it as its first step and keeps its lines in
+# its report), so they do not run the site file's preflight before it. Without a GPU they must fail, and fast.
+PREFLIGHT_IN_THE_WORK = {"gpu-check.sbatch"}
+FAST_S = 120
 # The preflight's stand-in in the jobs: a line that names the node and the Python environment it ran in.
 PREFLIGHT_LINE = "preflight stand-in ran on"
 PREFLIGHT_STAND_IN = ('python -c "import socket, sys; '
@@ -125,7 +135,11 @@ def test_gpu_templates_run_the_preflight_right_after_setup(path):
     lines = commands(path)
     setups = [i for i, line in enumerate(lines) if line == "gpu_python_setup"]
     assert setups, f"{path.name} does not call gpu_python_setup"
-    if path.name in GPU_TEMPLATES:
+    if path.name in PREFLIGHT_IN_THE_WORK:
+        assert "gpu_python_preflight" not in lines
+        work = [line for line in lines if "gpukit gpu-check" in line]
+        assert work and lines.index(work[0]) > setups[-1], lines
+    elif path.name in GPU_TEMPLATES:
         # Every path through the script (build-book.sbatch has two) checks the GPU before anything else.
         assert all(lines[i + 1] == "gpu_python_preflight" for i in setups), lines
         assert lines.count("gpu_python_preflight") == len(setups)
@@ -326,6 +340,7 @@ def job_env(cluster):
                                 "os.environ[\"GPUKIT_REQUIRE_GPU\"])'",
         GPU_PYTHON_BENCH_COMMAND=quick_bench_command(),
         GPU_PYTHON_PREFLIGHT_COMMAND=PREFLIGHT_STAND_IN,
+        GPUKIT_GPU_CHECK_DIR=str(out / "gpu-check"),  # the gpu-check job's report, here rather than in _build/
         GLOO_SOCKET_IFNAME="lo",  # torchrun's gloo: the hostname resolves to no address inside the namespace
         OUT=str(out),
     )
@@ -381,12 +396,17 @@ def test_template_runs_on_slurm(name, cluster, job_env, jobs):
         assert {state for _, state in states} == {"COMPLETED"}, f"{states}\n{text[-3000:]}"
         results = sorted((Path(job_env["OUT"]) / "results" / f"sweep-{job_id}").glob("task-*.json"))
         assert len(results) == 12
+    elif name in PREFLIGHT_IN_THE_WORK:  # no GPU here: it fails, and the test says how
+        assert fields.get("JobState") == "FAILED" and fields.get("ExitCode") == "1:0", f"{fields}\n{text[-3000:]}"
     else:
         assert fields.get("JobState") == "COMPLETED", f"{fields}\n{text[-3000:]}"
         assert fields.get("ExitCode") == "0:0"
     for pattern in SUBMISSIONS[name][1]:
         assert re.search(pattern, text, re.S), f"{pattern!r} not in the output of {name}:\n{text[-3000:]}"
     assert f"Partition={PARTITION}" in cluster.run("scontrol", "show", "job", job_id).stdout
+    if name in PREFLIGHT_IN_THE_WORK:
+        gpu_check_failed_fast_and_clearly(fields, text)
+        return
     # The stand-in's own line (site.sh's "GPU preflight on ..." line before it quotes the command).
     ran = re.search(rf"^{PREFLIGHT_LINE} \S+ in (.+)$", text, re.M)
     if name not in GPU_TEMPLATES:
@@ -400,6 +420,25 @@ def test_template_runs_on_slurm(name, cluster, job_env, jobs):
     for pattern in SUBMISSIONS[name][1]:
         work = re.search(pattern, text, re.S).start()
         assert preflight < work, f"{name}: {pattern!r} came before the preflight:\n{text[-3000:]}"
+
+
+def seconds_of(run_time: str) -> int:
+    """Slurm's RunTime ([D-]HH:MM:SS) in seconds."""
+    days, _, clock = run_time.rpartition("-")
+    hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def gpu_check_failed_fast_and_clearly(fields: dict, text: str) -> None:
+    """A gpu-check job without a GPU: its report's first line says why, nothing but the preflight ran, within
+    FAST_S of its start."""
+    assert seconds_of(fields["RunTime"]) < FAST_S, fields
+    report = Path(re.search(r"^Report: (\S+/report\.md)$", text, re.M)[1])
+    first = report.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# gpu-check FAILED: no usable GPU here (") and first.removeprefix("# ") in text
+    done = json.loads((report.parent / "gpu-check.json").read_text(encoding="utf-8"))
+    assert [r["name"] for r in done["results"]] == ["preflight"], done["results"]
+    assert "GPU preflight on" not in text  # the site file's preflight did not run: gpu-check's own did
 
 
 def test_dask_workers_are_slurm_jobs(cluster, job_env, jobs):
