@@ -9,7 +9,9 @@
 - no workflow with a job on the self-hosted GPU runner runs on pull requests, so no fork's code reaches it;
 - one setting, the repository variable GPU_RUNNER, chooses which build the site is published from: the
   self-hosted GPU runner's (which must require a GPU) or the hosted CPU runner's, exactly one of them each time;
-- the drift workflow reports broken cells, and still summarises and fails when the notebooks break.
+- the drift workflow reports broken cells, and still summarises and fails when the notebooks break;
+- the GPU workflow runs `make gpu-check` (the GPU tests come from its one list, gpukit.gpu_check.GPU_TESTS, not a
+  second list here) and uploads its report's folder even when the check fails.
 
 The ``if:`` expressions are evaluated by a tiny evaluator of the few forms of GitHub's expression syntax the
 workflows use (contexts, string literals, ``==``, ``!=``, ``!``, ``&&``, ``||``, parentheses and the status
@@ -382,9 +384,37 @@ def drift_reporting(workflows: dict[str, Workflow]) -> list[str]:
     return problems
 
 
+def gpu_check_run(workflows: dict[str, Workflow]) -> list[str]:
+    workflow, problems = workflows["gpu.yml"], []
+    (job,) = workflow.data["jobs"].values()
+    checks = [step for step in job["steps"] if re.search(r"\bmake gpu-check\b", str(step.get("run", "")))]
+    if len(checks) != 1:
+        return [f"gpu.yml runs make gpu-check {len(checks)} times, not once"]
+    (check,) = checks
+    out = re.search(r"--out (\S+?)[\"']?(?:\s|$)", check["run"])
+    if not out or "id" not in check:
+        return ["gpu.yml's make gpu-check step needs an id and --out FOLDER, the folder it uploads"]
+    folder = out[1].rstrip("/")
+    uploads = [step for step in job["steps"] if uses(step, "actions/upload-artifact")]
+    if not any(str((step.get("with") or {}).get("path", "")).rstrip("/") == folder for step in uploads):
+        problems.append(f"gpu.yml does not upload {folder}, the folder make gpu-check writes")
+    try:
+        done = run_steps(job, {check["id"]: "failure"})
+    except NotUnderstood as error:
+        return problems + [f"gpu.yml: a step's `if:` the test cannot evaluate: {error}"]
+    for step, outcome in done:
+        if step in uploads and outcome == "skipped":
+            problems.append("gpu.yml: when make gpu-check fails, its report is not uploaded")
+    if any("pytest" in str(step.get("run", "")) for step in job["steps"]):
+        problems.append("gpu.yml runs pytest itself: the GPU tests are gpukit.gpu_check.GPU_TESTS, run by gpu-check")
+    if str((job.get("env") or {}).get("GPUKIT_REQUIRE_GPU")) != "1":
+        problems.append("gpu.yml does not set GPUKIT_REQUIRE_GPU=1")
+    return problems
+
+
 CHECKS: dict[str, Callable[[dict[str, Workflow]], list[str]]] = {
     "pinned": unpinned_actions, "credentials": kept_credentials, "permissions": broad_permissions,
-    "forks": forks_on_our_runner, "publishing": publishing, "drift": drift_reporting,
+    "forks": forks_on_our_runner, "publishing": publishing, "drift": drift_reporting, "gpu-check": gpu_check_run,
 }
 
 
@@ -552,6 +582,32 @@ def plant_drift_that_never_fails(workflows):
     last["run"] = last["run"].replace("test ", "echo ")
 
 
+def gpu_steps(workflows) -> list[dict]:
+    return workflows["gpu.yml"].data["jobs"]["gpu-check"]["steps"]
+
+
+def plant_gpu_report_uploaded_only_on_success(workflows):
+    for step in gpu_steps(workflows):
+        if uses(step, "actions/upload-artifact"):
+            del step["if"]
+
+
+def plant_gpu_report_uploaded_from_elsewhere(workflows):
+    for step in gpu_steps(workflows):
+        if uses(step, "actions/upload-artifact"):
+            step["with"]["path"] = "_build/gpu-check/"
+
+
+def plant_a_second_list_of_gpu_tests(workflows):
+    gpu_steps(workflows).append({"run": ".venv/bin/python -m pytest -n 0 tests/test_gpu_only.py"})
+
+
+def plant_no_gpu_check(workflows):
+    for step in gpu_steps(workflows):
+        if "make gpu-check" in str(step.get("run", "")):
+            step["run"] = ".venv/bin/python -m pytest -n 0 notebooks"
+
+
 @pytest.mark.parametrize(("plant", "check", "words"), [
     (plant_unpinned, "pinned", "not pinned to a full commit"),
     (plant_no_version_comment, "pinned", "no release in a comment"),
@@ -572,6 +628,10 @@ def plant_drift_that_never_fails(workflows):
     (plant_drift_on_push, "drift", "schedule and by hand only"),
     (plant_drift_summary_skipped_on_failure, "drift", "does not run"),
     (plant_drift_that_never_fails, "drift", "the last step exits 0"),
+    (plant_gpu_report_uploaded_only_on_success, "gpu-check", "its report is not uploaded"),
+    (plant_gpu_report_uploaded_from_elsewhere, "gpu-check", "does not upload _build/gpu-check/ci"),
+    (plant_a_second_list_of_gpu_tests, "gpu-check", "runs pytest itself"),
+    (plant_no_gpu_check, "gpu-check", "runs make gpu-check 0 times"),
 ], ids=lambda value: value.__name__.removeprefix("plant_") if callable(value) else None)
 def test_each_check_catches_its_planted_mistake(workflows, plant, check, words):
     planted = copy.deepcopy(workflows)
