@@ -407,14 +407,15 @@ def test_progress_is_a_line_per_step_and_no_bar_in_a_log_file(monkeypatch):
 @pytest.mark.skipif(sys.platform == "darwin", reason="an Apple GPU cannot be hidden from a child process")
 def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
     """The real command, its GPU hidden whatever this machine has: no device for torch (CUDA_VISIBLE_DEVICES
-    empty) and an nvidia-smi that finds none, as on a node whose job asked for no GPU."""
+    empty), an nvidia-smi that finds none, as on a node whose job asked for no GPU, and the lessons' device choice
+    held to the CPU (GPUKIT_DEVICE=cpu), which a torch.cuda faked to report a device cannot change."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
     smi.chmod(0o755)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), "GPUKIT_DEVICE": "cpu"}
     out = tmp_path / "run"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gpukit", "gpu-check", "--lessons", "11", "--tests",
@@ -423,7 +424,7 @@ def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 90
     report = (out / "report.md").read_text(encoding="utf-8").splitlines()
-    assert report[0].startswith("# gpu-check FAILED: no usable GPU here (nvidia-smi lists none; "), report[0]
+    assert report[0].startswith("# gpu-check FAILED: no usable GPU here ("), report[0]
     assert report[0].endswith("so nothing ran on a GPU") and len(report[0]) < 200
     assert not (out / "notebooks").exists() and not (out / "tests.xml").exists() and not (out / "bench").exists()
     record = json.loads((out / "gpu-check.json").read_text())
