@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import types
 
@@ -431,3 +432,44 @@ def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
     assert [r["name"] for r in record["results"]] == ["preflight"] and not record["passed"]
     assert json.loads((out / "environment.json").read_text())["usable_gpu"] is False
     assert report[0].removeprefix("# ") in done.stdout  # the terminal gets the same line
+
+
+def test_on_a_gpu_node_the_command_runs_every_step_in_its_phase_and_writes_the_folder(tmp_path, monkeypatch):
+    """The command's own course where the probe finds a GPU (faked: the probe and each kind of step are stand-ins
+    that record what they were given)."""
+    facts = {"usable_gpu": True, "device": "cuda:0 (NVIDIA H100 80GB HBM3, 79.18 GiB)", "cores": 16, "drift": [],
+             "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_memory_gib": 79.18, "commit": "abc"}
+    monkeypatch.setattr(g, "probe_environment", lambda ctx, limit: dict(facts))
+    ran = []
+
+    def stand_in(status=g.OK):
+        def run(step, limit, ctx, *tests):
+            ran.append((step.name, threading.current_thread().name, limit))
+            assert ctx.env["GPUKIT_REQUIRE_GPU"] == "1" and ctx.env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+            assert not tests or list(tests[0]) == list(g.GPU_TESTS)
+            return g.Result(step.kind, step.name, status, 1.0)
+        return run
+
+    monkeypatch.setattr(g, "run_preflight_step", stand_in())
+    monkeypatch.setattr(g, "run_lesson_step", stand_in())
+    monkeypatch.setattr(g, "run_tests_step", stand_in())
+    monkeypatch.setattr(g, "run_bench_step", stand_in(g.FAILED))
+    from gpukit.__main__ import main
+
+    status = main(["gpu-check", "--lessons", "01", "11", "--out", str(tmp_path / "run"), "--budget", "2000"])
+    assert status == 1  # the bench failed
+    assert [name for name, _, _ in ran][:1] == ["preflight"] and [name for name, _, _ in ran][-1] == "bench"
+    assert {name for name, _, _ in ran} == {"preflight", "01-cpu-vs-gpu", "11-slurm", "tests", "bench"}
+    # 01 publishes speed measurements: with this budget it runs after the lanes, alone.
+    assert [name for name, _, _ in ran].index("01-cpu-vs-gpu") > [name for name, _, _ in ran].index("11-slurm")
+    record = json.loads((tmp_path / "run" / "gpu-check.json").read_text())
+    assert record["plan"]["lanes"] == 3 and record["plan"]["alone"] and not record["passed"]
+    assert (tmp_path / "run" / "report.md").read_text().startswith("# gpu-check FAILED on cuda:0 (NVIDIA H100")
+    assert json.loads((tmp_path / "run" / "environment.json").read_text())["gpu_name"] == "NVIDIA H100 80GB HBM3"
+    # A second run into the same folder replaces the first; a folder that is not a run's is refused.
+    assert main(["gpu-check", "--lessons", "11", "--no-tests", "--no-bench", "--out", str(tmp_path / "run")]) == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("keep me")
+    with pytest.raises(SystemExit, match="not empty"):
+        main(["gpu-check", "--lessons", "11", "--out", str(tmp_path / "mine")])
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep me"
