@@ -22,9 +22,11 @@ start longest first (estimates: :data:`ESTIMATES_S`, measured on the first H100 
 It writes one folder, ``_build/gpu-check/<date>-<device>/`` (``GPUKIT_GPU_CHECK_DIR`` or ``--out`` choose
 another): ``report.md`` (first line: the verdict and its reason), ``environment.json``, ``gpu-check.json`` (every
 result), the executed notebooks, the benchmark's file, and each step's output in ``logs/``. It exits 1 on any
-failure. A lesson fails on an error in any cell, on a cell whose checked output (tag ``nbval-check-output``)
-differs from the stored one as nbval would compare them, and at its time limit; every line it wrote to stderr is
-listed, failure or not.
+failure. A lesson runs as the book's tests run it (:func:`as_tested`): each exercise's solution right after it,
+where it must pass its check on this device, so that this one run proves the solutions on a GPU; ``runs/`` keeps
+that run and ``notebooks/`` the lesson itself with its outputs. A lesson fails on an error in any cell (a solution's
+included), on a cell whose checked output (tag ``nbval-check-output``) differs from the stored one as nbval would
+compare them, and at its time limit; every line it wrote to stderr is listed, failure or not.
 """
 
 from __future__ import annotations
@@ -450,10 +452,13 @@ def is_checked(cell: Mapping) -> bool:
 
 
 def lesson_outcome(stored: Mapping, executed: Mapping, patterns: Sequence[tuple[str, str]] = ()) -> dict:
-    """What one executed lesson shows, cell by cell (indices are positions in the notebook's cell list): every
-    error, every line of stderr, every checked output that differs, and the code cells that did not run."""
+    """What one executed lesson shows, cell by cell (indices are positions in the executed notebook's cell list,
+    which holds a code cell after each solution where the lesson ran as tested, :func:`as_tested`): every error,
+    every line of stderr, every checked output that differs, and the code cells that did not run. A cell is
+    compared with the stored cell of the same id."""
     errors, stderr, mismatches, missed = [], [], [], []
-    for index, (before, cell) in enumerate(zip(stored["cells"], executed["cells"], strict=True)):
+    stored_cells = {cell.get("id"): cell for cell in stored["cells"]}
+    for index, cell in enumerate(executed["cells"]):
         if cell.get("cell_type") != "code":
             continue
         if "skip-execution" in cell.get("metadata", {}).get("tags", []):
@@ -467,16 +472,47 @@ def lesson_outcome(stored: Mapping, executed: Mapping, patterns: Sequence[tuple[
                 errors.append((index, f"{output.get('ename', 'Error')}: {value}"))
             elif output.get("output_type") == "stream" and output.get("name") == "stderr":
                 stderr.extend((index, line) for line in _lines(_text(output.get("text", ""))))
-        if is_checked(before) and before.get("outputs"):
+        before = stored_cells.get(cell.get("id"), {})
+        if before and is_checked(before) and before.get("outputs"):
             difference = output_difference(before["outputs"], cell.get("outputs", []), patterns)
             if difference:
                 mismatches.append((index, difference))
     return {"errors": errors, "stderr": stderr, "mismatches": mismatches, "not_run": missed}
 
 
+def as_tested(notebook, root: Path):
+    """The lesson as the book's tests run it (``tests/lesson_solutions.py`` of the repository at ``root``): each
+    exercise's solution runs after it, where it must pass its check on this device, and each hidden cell runs with
+    names of its own. Where the repository has no such file (gpukit installed on its own), the lesson as stored."""
+    described = root / "tests" / "lesson_solutions.py"
+    if not described.is_file():
+        return notebook
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpukit_gpu_check_lesson_solutions", described)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.as_tested(notebook, Path(notebook.metadata.get("gpukit_name", "lesson")).name)
+
+
+def as_the_lesson(stored, executed):
+    """The stored lesson with the outputs its run produced (by cell id): no solution runs, the hidden cells' own
+    code, so that the notebook reads as the lesson does (a page can be built from it)."""
+    import copy
+
+    lesson = copy.deepcopy(stored)
+    ran = {cell.get("id"): cell for cell in executed.cells if cell.cell_type == "code"}
+    for cell in lesson.cells:
+        if cell.cell_type == "code":
+            match = ran.get(cell.get("id"))
+            cell.outputs = list(match.outputs) if match is not None else []
+            cell.execution_count = match.execution_count if match is not None else None
+    return lesson
+
+
 def run_lesson_step(step: Step, limit: float, ctx: Context) -> Result:
     path = Path(step.path)
-    executed = ctx.folder / "notebooks" / path.name
+    executed = ctx.folder / "runs" / path.name  # as tested; lesson_path(executed) holds the lesson's own form
     state = ctx.folder / "logs" / f"{step.name}.state.json"
     log = ctx.folder / "logs" / step.name
     own_limit = max(5.0, limit - GRACE_S)  # the lesson stops itself at this, and writes what it has
@@ -489,8 +525,8 @@ def run_lesson_step(step: Step, limit: float, ctx: Context) -> Result:
     status, seconds = run_process([ctx.python, "-c", code, str(path), str(executed), str(state), f"{own_limit:.0f}"],
                                   cwd=ctx.root, env=ctx.env, limit=limit, log=log, also_stop=kernel)
     child = _json(state)
-    result = Result(step.kind, step.name, OK, seconds, files=[str(executed.relative_to(ctx.folder))]
-                    if executed.exists() else [])
+    result = Result(step.kind, step.name, OK, seconds,
+                    files=[str(p.relative_to(ctx.folder)) for p in (lesson_path(executed), executed) if p.exists()])
     result.stderr = [(None, line) for line in _lines(_read(Path(f"{log}.err")))]
     if not executed.exists():
         result.status = FAILED
@@ -554,10 +590,14 @@ def lesson_child(argv: Sequence[str]) -> int:
         return 1
     deadline = time.monotonic() + seconds
     state: dict = {"stopped": None, "timed_out": False}
-    notebook = nbformat.read(source, as_version=4)
-    for cell in notebook.cells:
+    stored = nbformat.read(source, as_version=4)
+    for cell in stored.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+    # As nbval runs it: the solutions are proven on this device too, in the one run of the lesson.
+    stored.metadata["gpukit_name"] = source.name
+    notebook = as_tested(stored, source.parents[1])
+    stored.metadata.pop("gpukit_name")
     cell_limit = notebook.metadata.get("mystnb", {}).get("execution_timeout") or _book_timeout(source)
 
     class ThisPython(KernelSpecManager):
@@ -570,10 +610,12 @@ def lesson_child(argv: Sequence[str]) -> int:
                                           **ipykernel.kernelspec.get_kernel_dict())
 
     def write() -> None:
-        executed.parent.mkdir(parents=True, exist_ok=True)
-        partial = executed.with_name(executed.name + ".partial")
-        nbformat.write(notebook, partial)
-        partial.replace(executed)
+        # The run as tested (what the report reads), and the lesson with its outputs beside it (what a page shows).
+        for path, content in ((executed, notebook), (lesson_path(executed), as_the_lesson(stored, notebook))):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(path.name + ".partial")
+            nbformat.write(content, partial)
+            partial.replace(path)
 
     client = None
     for attempt in range(1, KERNEL_STARTS + 1):
@@ -624,6 +666,12 @@ def lesson_child(argv: Sequence[str]) -> int:
         _write_json(state_file, state)
         context.__exit__(None, None, None)
     return 0
+
+
+def lesson_path(executed: Path) -> Path:
+    """Where the lesson form of an executed run is written: ``notebooks/NN-name.ipynb`` beside the run as tested,
+    ``runs/NN-name.ipynb``."""
+    return executed.parent.parent / "notebooks" / executed.name
 
 
 def _book_timeout(notebook: Path) -> int:

@@ -6,6 +6,7 @@ why on the report's first line."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -286,6 +287,39 @@ def test_a_lesson_runs_cell_by_cell_and_stops_at_its_limit(tmp_path, monkeypatch
     executed = nbformat.read(tmp_path / "run" / "notebooks" / "90-tiny.ipynb", as_version=4)
     assert executed.cells[1].outputs[0]["text"] == "to stdout\n" and executed.cells[5].execution_count is None
     assert "interrupted" in result.detail and "cell 4" in result.detail
+
+
+def test_a_lesson_runs_as_tested_its_solutions_proven_on_the_device_and_is_kept_as_the_lesson(tmp_path):
+    """Each solution runs after its exercise, as nbval runs it, and must pass its check there: on the GPU runner this
+    one run of the lesson is what proves the solutions on a GPU. The notebook kept for pages is the lesson itself."""
+    (tmp_path / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "lesson_solutions.py", tmp_path / "tests")
+    solution = ("````{solution} ex-tiny\n:class: dropdown\n\n```python\n"
+                "print('a solution that checks nothing')\n```\n````")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Tiny"),
+        code("answer = None", count=None),
+        nbformat.v4.new_markdown_cell(solution),
+        code("hidden = 1", count=None, tags=["remove-cell"]),
+        code("print('last')", count=None),
+    ])
+    for index, cell in enumerate(nb.cells):
+        cell["id"] = str(index)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "notebooks" / "91-tiny.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    ctx = g.Context(ROOT, tmp_path / "run", sys.executable, g.step_environment(ROOT))
+    result = g.run_lesson_step(g.lesson_step(path), 60, ctx)
+    assert result.status == g.FAILED
+    ((index, error),) = result.errors
+    assert index == 3 and "the solution of ex-tiny neither called check('ex-tiny', ...) nor skipped" in error
+    as_tested = nbformat.read(tmp_path / "run" / "runs" / "91-tiny.ipynb", as_version=4)
+    assert [cell.get("id") for cell in as_tested.cells] == ["0", "1", "2", "solution-ex-tiny", "3", "4"]
+    lesson = nbformat.read(tmp_path / "run" / "notebooks" / "91-tiny.ipynb", as_version=4)
+    assert [cell.source for cell in lesson.cells] == [cell.source for cell in nb.cells]  # the hidden cell's own code
+    assert lesson.cells[4].outputs[0]["text"] == "last\n" and lesson.cells[3].execution_count is not None
+    assert sorted(result.files) == ["notebooks/91-tiny.ipynb", "runs/91-tiny.ipynb"]
 
 
 # ------------------------------------------------------------------------------------------ the report
