@@ -92,6 +92,34 @@ def test_dask_cluster_listens_on_loopback_only(monkeypatch):
         clusters.dask_cluster(0)
 
 
+def test_dask_workers_drop_only_the_heartbeat_that_a_closing_worker_loses():
+    """The preload's filter, on a stand-in worker: the failed heartbeat of a closing worker is dropped, the same
+    message from a running worker and any other message from a closing one are kept."""
+    import logging
+    from types import SimpleNamespace
+
+    module = {}
+    exec(clusters.QUIET_HEARTBEAT_AT_CLOSE, module)
+    worker = SimpleNamespace(status=SimpleNamespace(name="running"))
+    logger = logging.getLogger("distributed.worker")
+    filters = list(logger.filters)
+    module["dask_setup"](worker)
+    (added,) = [f for f in logger.filters if f not in filters]
+    try:
+        def kept(message):
+            return bool(added(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, message, (),
+                                                None)))
+
+        heartbeat = "Failed to communicate with scheduler during heartbeat."
+        assert kept(heartbeat)
+        for status in ("closing", "closed", "closing_gracefully"):
+            worker.status.name = status
+            assert not kept(heartbeat)
+            assert kept("Compute Failed")
+    finally:
+        logger.removeFilter(added)
+
+
 def test_listening_addresses_sees_a_loopback_server():
     import socket
 

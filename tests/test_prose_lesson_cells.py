@@ -91,3 +91,42 @@ def test_run_cells_keeps_each_cells_output_and_stderr_apart(tmp_path):
     assert run.stderr.strip() == "oops"
     with pytest.raises(AssertionError, match="0 code cells"):
         lesson_cells("02-parallel-cpu.ipynb", "no cell has this line")
+
+
+# The scheduler answers heartbeats 3 s late, so that every worker has one in flight when the cluster closes:
+# the race that printed a worker's traceback under chapter 2's closing cell on the H100, made certain.
+SLOW_HEARTBEATS = """
+import asyncio
+import time
+
+from distributed.scheduler import Scheduler
+
+from gpukit import optional_import
+
+_start = Scheduler.__init__
+
+
+def start_answering_heartbeats_late(self, *args, **kwargs):
+    _start(self, *args, **kwargs)
+    answer = self.handlers["heartbeat_worker"]
+
+    async def late(*args, **kwargs):
+        await asyncio.sleep(3)
+        return answer(*args, **kwargs)
+
+    self.handlers["heartbeat_worker"] = late
+
+
+Scheduler.__init__ = start_answering_heartbeats_late
+n_workers = 2
+"""
+
+
+def test_closing_the_dask_cluster_prints_nothing_on_stderr(tmp_path):
+    pytest.importorskip("distributed")
+    start, close = lesson_cells("02-parallel-cpu.ipynb", "dask_workers = dask_cluster(", "dask_workers.close()")
+    run = run_cells([SLOW_HEARTBEATS, start, "time.sleep(2)  # every worker's heartbeat is now in flight",
+                     close], tmp_path)
+    assert run.returncode == 0, run.failed()
+    assert "2 workers ready" in run.outputs[1]
+    assert run.stderr.strip() == "", run.stderr[-3000:]
