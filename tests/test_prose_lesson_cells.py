@@ -130,3 +130,42 @@ def test_closing_the_dask_cluster_prints_nothing_on_stderr(tmp_path):
     assert run.returncode == 0, run.failed()
     assert "2 workers ready" in run.outputs[1]
     assert run.stderr.strip() == "", run.stderr[-3000:]
+
+
+# Chapter 4's batched products on the H100: the loop's median was 264 ms, bmm's 68 µs. A stand-in benchmark
+# returns those times for the cell's calls (with the work each call was given), so that what the cell prints
+# is what it printed there.
+H100_PRODUCTS = """
+import torch
+
+from gpukit import benchmark as measure
+from gpukit.timing import Timing
+
+H100_SECONDS = {"Python loop": 0.264, "one bmm": 68e-6}
+
+
+def benchmark(fn, *args, flops=None, label=None, **kwargs):
+    (seconds,) = [value for key, value in H100_SECONDS.items() if key in label]
+    return Timing(label=label, samples=(seconds,), flops=flops)
+
+
+device, dev = "cpu", torch.device("cpu")
+batch, k = 10_000, 8
+a, b = torch.randn(batch, k, k), torch.randn(batch, k, k)
+"""
+# A rate or a size that prints as zero: "0.0 GFLOP/s", "0 GB/s", "0.0 MiB".
+ZERO_FIGURE = re.compile(r"(?<![\d.])0(?:\.0+)? (?:[kMGTP]?FLOP/s|[kMGT]?B/s|[KMGT]iB)\b")
+
+
+def test_the_batched_products_print_no_rate_that_rounds_to_zero(tmp_path):
+    (products,) = lesson_cells("04-pytorch-gpu.ipynb", "def products_in_a_loop")
+    run = run_cells([H100_PRODUCTS, products], tmp_path)
+    assert run.returncode == 0, run.failed()
+    printed = run.outputs[1]
+    assert "10,000 products, one bmm: median 68 µs" in printed and "GFLOP/s" in printed
+    assert not ZERO_FIGURE.findall(printed), printed
+
+
+def test_zero_figures_are_found():
+    assert ZERO_FIGURE.findall("loop: median 264 ms | 0.0 GFLOP/s; snapshot (0.0 MiB); 0 GB/s")
+    assert not ZERO_FIGURE.findall("bmm: 150.5 GFLOP/s | 10.0 GB/s; 68.37 KiB; 3.0 MiB")
