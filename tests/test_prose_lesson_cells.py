@@ -169,3 +169,63 @@ def test_the_batched_products_print_no_rate_that_rounds_to_zero(tmp_path):
 def test_zero_figures_are_found():
     assert ZERO_FIGURE.findall("loop: median 264 ms | 0.0 GFLOP/s; snapshot (0.0 MiB); 0 GB/s")
     assert not ZERO_FIGURE.findall("bmm: 150.5 GFLOP/s | 10.0 GB/s; 68.37 KiB; 3.0 MiB")
+
+
+# Where a page must not show the machine that built it: a site-packages path, or any absolute path to a .py file.
+BUILDER_PATH = re.compile(r"site-packages|(?:^|\s)/\S+\.py\b")
+
+# Chapter 5's C++ extension, stood in for by another builtin that Dynamo cannot trace (zlib's, not pybind's):
+# the same branch of torch/_dynamo/variables/functions.py warns, naming the builtin and the remedy.
+STAND_IN_EXTENSION = """
+import types
+import zlib
+
+import torch
+
+from gpukit import skip_unless
+
+linear_cpp = types.SimpleNamespace(linear_forward=zlib.adler32, linear_backward=zlib.adler32)
+torch.manual_seed(0)
+inputs = tuple(torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+               for shape in [(4, 5), (3, 5), (3,)])
+"""
+
+
+def test_the_dynamo_warning_is_printed_without_the_builders_folders(tmp_path):
+    function, refused = lesson_cells("05-autograd-custom-ops.ipynb", "class DenseSigmoidCpp",
+                                     "strict = torch.compile(DenseSigmoidCpp.apply")
+    run = run_cells([STAND_IN_EXTENSION, function, refused], tmp_path)
+    assert run.returncode == 0, run.failed()
+    printed = run.outputs[2]
+    assert "Unsupported: " in printed
+    assert "UserWarning: Dynamo does not know how to trace the builtin `zlib.adler32.`" in printed
+    assert "custom operator" in printed  # the remedy the prose points to
+    assert not BUILDER_PATH.findall(printed), printed
+    assert run.stderr.strip() == "", run.stderr
+
+
+def test_the_inductor_warning_is_printed_without_the_builders_folders(tmp_path):
+    cells = lesson_cells("07-apple-mps.ipynb", "on_mps = device ==", "def lu_determinant(a):",
+                         "cache = use_inductor_cache()", "batch, k = (8192 if on_gpu else 512), 6",
+                         "def relative_errors(dets, matrices):",
+                         'complex_dev = where_supported("linalg.lu_factor (complex64)")')
+    prelude = 'device = "cpu"'
+    # What the support table's cells give on a CPU.
+    stand_ins = ("from gpukit import benchmark\n"
+                 "real_dev = torch.device('cpu')\n"
+                 "where_supported = lambda operation: torch.device('cpu')")
+    # A cache of its own, empty: a compilation found in the cache would not warn.
+    run = run_cells([prelude, *cells[:3], stand_ins, *cells[3:]], tmp_path,
+                    env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    assert run.returncode == 0, run.failed()
+    printed = run.outputs[-1]
+    assert "UserWarning: Torchinductor does not support code generation for complex operators" in printed
+    assert "largest relative error, complex64 on cpu" in printed
+    assert not BUILDER_PATH.findall(printed), printed
+    assert run.stderr.strip() == "", run.stderr
+
+
+def test_builder_paths_are_found():
+    assert BUILDER_PATH.findall("/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/lowering.py:2212:")
+    assert BUILDER_PATH.findall("in /home/me/book/gpukit/timing.py line 3")
+    assert not BUILDER_PATH.findall("UserWarning: Dynamo does not know how to trace the builtin `zlib.adler32.`")
