@@ -10,7 +10,7 @@ they print and what reaches stderr, which the book's pages would show:
 - 05 and 07: the warnings the prose discusses (Dynamo's about a pybind function, Inductor's about complex
   operators) are printed by the cell, without the folders of the machine that built the page, and nothing
   reaches stderr;
-- 06: the memory snapshot's size is written in units that fit it (the H100 run printed 70 KB as "0.0 MiB").
+- 06: the memory snapshot's size is written in units that fit it (the H100 run printed it as "0.0 MiB").
 
 :func:`lesson_cells` and :func:`run_cells` are the helpers; tests/test_jax_lesson_08.py uses them too.
 """
@@ -229,3 +229,37 @@ def test_builder_paths_are_found():
     assert BUILDER_PATH.findall("/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/lowering.py:2212:")
     assert BUILDER_PATH.findall("in /home/me/book/gpukit/timing.py line 3")
     assert not BUILDER_PATH.findall("UserWarning: Dynamo does not know how to trace the builtin `zlib.adler32.`")
+
+
+# Chapter 6's memory snapshot on the H100 printed as "0.0 MiB": under 52 KB. A stand-in torch.cuda.memory writes
+# a file of 40 KB where the cell asks for the snapshot; the data and the work are stand-ins, run_in_chunks is
+# gpukit's.
+SMALL_SNAPSHOT = """
+import os
+import types
+
+from gpukit import skip_unless
+from gpukit.chunking import run_in_chunks
+
+
+def dump_snapshot(path):
+    with open(path, "wb") as file:
+        file.write(bytes(40_000))
+
+
+memory = types.SimpleNamespace(_record_memory_history=lambda *args, **kwargs: None,
+                               _dump_snapshot=dump_snapshot)
+torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=memory))
+on_cuda, device, scripts, MiB = True, "cuda", os.environ["SNAPSHOT_FOLDER"], 2**20
+nearest = {"make_data": lambda device: (list(range(4096)), None),
+           "nearest_distance": lambda points, centres: len(points)}
+"""
+
+
+def test_the_memory_snapshots_size_is_written_in_a_unit_that_fits_it(tmp_path):
+    (snapshot,) = lesson_cells("06-vram-and-errors.ipynb", "torch.cuda.memory._dump_snapshot(snapshot)")
+    run = run_cells([SMALL_SNAPSHOT, snapshot], tmp_path, env={"SNAPSHOT_FOLDER": str(tmp_path)})
+    assert run.returncode == 0, run.failed()
+    printed = run.outputs[1]
+    assert printed.strip().endswith("snapshot.pickle (39.06 KiB)"), printed
+    assert not ZERO_FIGURE.findall(printed)
