@@ -144,7 +144,14 @@ def fake_which(found: dict):
     return which
 
 
+def without_cxx(monkeypatch):
+    """build_tools names the compiler $CXX, else c++, as PyTorch's builder does: a test that fakes `which` for c++
+    must not inherit a CXX (the first GPU node had CXX=/usr/bin/g++, and these tests failed there)."""
+    monkeypatch.delenv("CXX", raising=False)
+
+
 def test_build_tools_on_a_cpu_only_machine(monkeypatch):
+    without_cxx(monkeypatch)
     monkeypatch.setattr(extensions.shutil, "which", fake_which({"c++": "/usr/bin/c++", "ninja": "/bin/ninja"}))
     monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -174,6 +181,7 @@ def cuda_machine(monkeypatch):
     """A machine with the C++ tools, a CUDA 13.0 build of torch and a CUDA device; CUDA_HOME is the test's."""
     import torch.utils.cpp_extension as cpp_extension
 
+    without_cxx(monkeypatch)
     monkeypatch.setattr(extensions.shutil, "which", fake_which({"c++": "/usr/bin/c++", "ninja": "/bin/ninja"}))
     monkeypatch.setattr(extensions, "_python_headers", lambda: Path(__file__))  # a file that exists
     monkeypatch.setattr(torch.version, "cuda", "13.0")

@@ -9,6 +9,11 @@ No GPU here, so three kinds of evidence:
   where they must fail with the message the fixes look for; the CUDA sources compiled with nvcc;
 - the child runner: a time limit that stops the whole process group, a crash read as a crash, the
   simulation variables removed.
+
+No test assumes that this machine lacks a GPU or a library: each forces what it tests (the GPU hidden from a child
+with ``CUDA_VISIBLE_DEVICES=""``, JAX held to the CPU with ``JAX_PLATFORMS=cpu``, an import blocked in a child,
+hand-made facts), so the file passes on a GPU node too; tests/gpu_node simulates one (on the first GPU run, eight
+of these tests had failed because they assumed no GPU).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 
 import pytest
 from booktoc import ROOT
+from gpu_node import forcing_env
 
 from gpukit import cuda_stacks, preflight
 from gpukit.distributed import worker_env
@@ -423,8 +429,8 @@ def test_torch_matmul_script_on_the_cpu():
 
 
 def test_torch_matmul_script_refuses_a_torch_that_sees_no_gpu():
-    found = as_the_preflight_reads("torch matmul", run_child(CHECKS["torch matmul"].source, ("cuda",),
-                                                             timeout=120))
+    run = run_child(CHECKS["torch matmul"].source, ("cuda",), env=forcing_env(hide_gpu=True), timeout=120)
+    found = as_the_preflight_reads("torch matmul", run)
     assert found.status == FAIL and "torch.cuda.is_available() is False" in found.detail
     assert found.fix == CHECKS["torch matmul"].fixes[1][1]
 
@@ -454,10 +460,17 @@ def test_numba_script_refuses_the_simulator():
     assert found.status == FAIL and found.fix.startswith("unset NUMBA_ENABLE_CUDASIM")
 
 
+def force(monkeypatch, **conditions) -> None:
+    """Set what ``forcing_env(**conditions)`` returns here, for the children the preflight's own runner starts."""
+    for name, value in forcing_env(**conditions).items():
+        monkeypatch.setenv(name, value)
+
+
 def test_the_preflight_runs_numba_without_the_simulator_even_where_the_lessons_set_it(monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # as a CPU machine's notebook kernel has it
+    force(monkeypatch, hide_gpu=True)  # so that the real CUDA target, which the child must get, finds no GPU
     found = as_the_preflight_reads("Numba CUDA", preflight.run_check_in_child(CHECKS["Numba CUDA"], 120))
-    assert found.status == FAIL and "numba.cuda.is_available() is False" in found.detail  # no GPU here
+    assert found.status == FAIL and "numba.cuda.is_available() is False" in found.detail, found.line()
 
 
 def test_nccl_script_with_gloo_on_the_cpu():
@@ -466,20 +479,23 @@ def test_nccl_script_with_gloo_on_the_cpu():
     assert report_of(run)["detail"] == "all_reduce of 4 MiB over 1 rank with gloo, rendezvous at 127.0.0.1"
 
 
-def test_nccl_script_with_a_torch_without_nccl():
+def test_nccl_script_with_a_torch_without_nccl(monkeypatch):
+    force(monkeypatch, torch_without_nccl=True)  # torch.distributed.is_nccl_available() is False in the child
     found = as_the_preflight_reads("NCCL all_reduce", preflight.run_check_in_child(CHECKS["NCCL all_reduce"], 120))
-    assert found.status == FAIL and "was built without NCCL" in found.detail  # the CPU wheel has none
+    assert found.status == FAIL and "was built without NCCL" in found.detail, found.line()
     assert found.fix.startswith("this torch has no NCCL")
 
 
 def test_jax_script_on_the_cpu():
-    run = run_child(script_calling("JAX", "run(require_gpu=False)"), env=preflight.JAX_MEMORY_ENV, timeout=120)
+    run = run_child(script_calling("JAX", "run(require_gpu=False)"),
+                    env={**preflight.JAX_MEMORY_ENV, "JAX_PLATFORMS": "cpu"}, timeout=120)
     detail = report_of(run)["detail"]
     assert detail.startswith("jit ran on cpu (cpu) and matched NumPy")
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false; jax 0." in detail
 
 
-def test_jax_script_refuses_the_cpu():
+def test_jax_script_refuses_the_cpu(monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # JAX then runs on the CPU, with its CUDA plugin or without
     found = as_the_preflight_reads("JAX", preflight.run_check_in_child(CHECKS["JAX"], 120))
     assert found.status == FAIL and found.detail.startswith("RuntimeError: JAX runs on cpu, not the GPU")
     assert found.fix.startswith("JAX has no working CUDA plugin here")
@@ -491,7 +507,8 @@ def test_the_mac_probe_script_on_the_cpu():
     assert report_of(run)["results"] == {name: "ok" for name in names}
 
 
-def test_cupy_script_without_cupy_fails_with_the_install_command():
+def test_cupy_script_without_cupy_fails_with_the_install_command(monkeypatch):
+    force(monkeypatch, hide=("cupy",))
     found = as_the_preflight_reads("CuPy", preflight.run_check_in_child(CHECKS["CuPy"], 120))
     assert found.status == FAIL and "No module named 'cupy'" in found.detail
     assert cuda_stacks.install_command(cuda_stacks.STACKS[0]) in found.fix
@@ -571,15 +588,39 @@ def test_the_cuda_major_a_distribution_is_built_for(name, version, major):
     assert preflight.distribution_cuda_major(name, version) == major
 
 
-def test_this_machine_has_no_gpu_and_its_facts_say_so():
+def fake_machine(monkeypatch, *, smi: list[str] | None, cuda: str | None, devices: int) -> None:
+    """What gather_facts reads: nvidia-smi's lines (None: no nvidia-smi), torch's CUDA build and its devices."""
+    import torch
+
+    from gpukit import report
+
+    monkeypatch.setattr(report, "nvidia_smi_gpus", lambda: smi)
+    monkeypatch.setattr(preflight, "_driver_from_proc", lambda path=None: None)
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: devices > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: devices)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def test_the_facts_of_a_machine_without_a_gpu_say_so(monkeypatch):
+    fake_machine(monkeypatch, smi=None, cuda=None, devices=0)
     facts = preflight.gather_facts()
-    assert facts.kind is None and facts.tools is None and facts.cuda_devices == 0
+    assert facts.kind is None and facts.tools is None and facts.cuda_devices == 0 and facts.driver is None
     assert "torch" in facts.distributions and facts.torch_cuda is None
 
 
+def test_the_facts_of_a_cuda_node_name_its_gpu_driver_and_build_tools(monkeypatch):
+    fake_machine(monkeypatch, smi=["NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04"], cuda="13.0", devices=1)
+    facts = preflight.gather_facts()
+    assert facts.kind == "cuda" and facts.driver == "580.159.04" and facts.cuda_devices == 1
+    assert facts.torch_cuda == "13.0" and facts.tools is not None and facts.tools.torch_cuda == "13.0"
+
+
 def test_the_command_without_a_gpu_prints_a_skip_line_per_check_and_fails():
+    # No GPU for the child: CUDA shows none, and nvidia-smi fails as on a node whose driver is not loaded.
+    hidden = {**os.environ, **forcing_env(hide_gpu=True, no_nvidia_smi=True)}
     done = subprocess.run([sys.executable, "-m", "gpukit", "doctor", "--gpu"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+                          cwd=ROOT, timeout=120, env=hidden)
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("GPU preflight (no GPU found)")
