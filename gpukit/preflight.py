@@ -147,6 +147,7 @@ class Facts:
     mps: bool = False
     distributions: Mapping[str, str] = field(default_factory=dict)
     tools: object | None = None  # gpukit.extensions.BuildTools
+    numpy_version: str | None = None  # what numba-cuda meets in the children (the same Python)
 
     @property
     def kind(self) -> str | None:
@@ -250,9 +251,13 @@ def gather_facts() -> Facts:
             tools = build_tools()
         except Exception:  # noqa: BLE001 - the extension line then says it could not look
             tools = None
+    try:
+        numpy_version = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        numpy_version = None
     return Facts(system=sys.platform, smi_gpus=smi, driver=driver, torch_version=torch_version,
                  torch_cuda=torch_cuda, cuda_devices=cuda_devices, mps=mps, distributions=cuda_distributions(),
-                 tools=tools)
+                 tools=tools, numpy_version=numpy_version)
 
 
 # ------------------------------------------------------------------------------------------ fixes
@@ -277,10 +282,13 @@ def reinstall_command(stack: cuda_stacks.CudaStack) -> str:
 
 def fix_words(facts: Facts) -> dict[str, str]:
     """The values a fix may name: ``{install}``, ``{reinstall}`` (the stack's commands), ``{major}``, ``{stack}``,
-    ``{torch_install}`` (the book's torch, for a Mac)."""
+    ``{torch_install}`` (the book's torch, for a Mac), ``{numpy}`` (the installed NumPy's version),
+    ``{numpy_install}`` (the book's NumPy) and ``{numba_cuda}`` (numba-cuda's version)."""
     stack = target_stack(facts)
     return {"install": cuda_stacks.install_command(stack), "reinstall": reinstall_command(stack),
-            "major": str(stack.major), "stack": str(stack), "torch_install": install_command("torch")}
+            "major": str(stack.major), "stack": str(stack), "torch_install": install_command("torch"),
+            "numpy": facts.numpy_version or "(version unknown)", "numpy_install": install_command("numpy"),
+            "numba_cuda": facts.distributions.get("numba-cuda", "(version unknown)")}
 
 
 # ------------------------------------------------------------------------------------------ in-process checks
@@ -534,7 +542,7 @@ if __name__ == "__main__":
 
 NUMBA = '''\
 import numpy as np
-from numba import config, cuda
+from numba import config, cuda, float32
 
 
 @cuda.jit
@@ -549,9 +557,13 @@ def run(simulator_ok=False):
     if config.ENABLE_CUDASIM and not simulator_ok:
         raise RuntimeError("Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1): the kernel would run on "
                            "the CPU")
-    if not config.ENABLE_CUDASIM and not cuda.is_available():
-        raise RuntimeError("numba.cuda.is_available() is False: numba-cuda cannot reach the driver or its "
-                           "CUDA libraries")
+    if not config.ENABLE_CUDASIM:
+        if not cuda.is_available():
+            raise RuntimeError("numba.cuda.is_available() is False: numba-cuda cannot reach the driver or its "
+                               "CUDA libraries")
+        # First the compiler alone (PTX for sm_75, no GPU needed): numba-cuda sets up its CUDA target here, as at
+        # a first launch, importing its NumPy lowering (where numba-cuda 0.30.4 fails beside NumPy 2.5).
+        cuda.compile_ptx(gpukit_preflight_scale.py_func, (float32[::1], float32[::1], float32), cc=(7, 5))
     x_host = np.arange(1000, dtype=np.float32)
     x = cuda.to_device(x_host)
     y = cuda.device_array_like(x_host)
@@ -748,7 +760,8 @@ class ChildCheck:
     None. A failure's fix is the first of ``fixes`` (regex, fix) whose regex matches the child's output,
     else ``fix``; fixes may name ``{install}``, ``{reinstall}``, ``{major}``, ``{stack}``, ``{torch_install}``.
     ``lines(payload, words)`` turns the child's report into lines (default: one ok line with its detail).
-    ``background`` checks (CPU-bound builds) run beside the others.
+    ``background`` checks (CPU-bound builds) run beside the others. ``common_fixes``: whether the causes any CUDA
+    check can meet (:data:`COMMON_FIXES`) are looked for after the check's own.
     """
 
     name: str
@@ -761,6 +774,7 @@ class ChildCheck:
     gate: Callable | None = None
     lines: Callable | None = None
     background: bool = False
+    common_fixes: bool = True  # whether COMMON_FIXES (CUDA's causes) apply after its own
 
     @property
     def source(self) -> str:
@@ -768,15 +782,24 @@ class ChildCheck:
 
 
 def _pick_fix(check: ChildCheck, text: str, words: Mapping[str, str]) -> str:
-    for pattern, fix in check.fixes:
-        if re.search(pattern, text, re.IGNORECASE):
-            return fix.format(**words)
+    """The fix for the cause the child's output shows: the first of the check's own ``fixes``, then of
+    :data:`COMMON_FIXES`, whose pattern matches (a fix may name the pattern's named groups, ``{module}``), else
+    the check's ``fix``, which says that the cause is not one the preflight knows."""
+    for pattern, fix in (*check.fixes, *(COMMON_FIXES if check.common_fixes else ())):
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            return fix.format(**{**words, **match.groupdict()})
     return check.fix.format(**words)
 
 
 def _short(text: str, limit: int = 240) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith(MARKER)]
+    return lines[-1] if lines else ""
 
 
 def payloads(run: ScriptRun) -> list[dict]:
@@ -795,7 +818,9 @@ def interpret(check: ChildCheck, run: ChildRun, words: Mapping[str, str], limit:
     """The lines for how a check's child ended."""
     output = f"{run.stdout}\n{run.stderr}"
     if run.timed_out:
-        return [Result(check.name, FAIL, f"did not finish within {limit:.0f} s and was stopped",
+        last = _last_line(output)
+        shown = f" (its last line: {_short(last, 160)!r})" if last else ""
+        return [Result(check.name, FAIL, f"did not finish within {limit:.0f} s and was stopped{shown}",
                        "rerun the preflight (a first run compiles kernels); if this check hangs again, run its "
                        f"lesson on this node to see where. {_pick_fix(check, output, words)}")]
     reports = payloads(run)
@@ -804,7 +829,9 @@ def interpret(check: ChildCheck, run: ChildRun, words: Mapping[str, str], limit:
             return check.lines(reports[-1], words)
         return [Result(check.name, OK, str(reports[-1].get("detail", "ran")))]
     if run.ok:
-        return [Result(check.name, FAIL, "the child Python ended without reporting a result",
+        last = _last_line(output)
+        shown = f" (its last line: {_short(last, 160)!r})" if last else ""
+        return [Result(check.name, FAIL, f"the child Python ended without reporting a result{shown}",
                        _pick_fix(check, output, words))]
     if run.returncode < 0:
         try:
@@ -814,8 +841,22 @@ def interpret(check: ChildCheck, run: ChildRun, words: Mapping[str, str], limit:
         last = [line for line in run.stderr.splitlines() if line.strip()][-1:]
         detail = f"{how}{' after ' + repr(_short(last[0], 120)) if last else ''}"
     else:
-        detail = _short(run.error)
+        detail = _short(_error_text(run))
     return [Result(check.name, FAIL, detail, _pick_fix(check, output, words))]
+
+
+def _error_text(run: ScriptRun) -> str:
+    """The line that names the exception; where it ends with a colon (``... `ptxas` stderr:``), the cause is on the
+    next line, which is added."""
+    error = run.error
+    if not error.endswith(":"):
+        return error
+    lines = [line.strip() for line in run.stderr.splitlines() if line.strip()]
+    try:
+        after = lines[len(lines) - 1 - lines[::-1].index(error.strip()) + 1]
+    except (ValueError, IndexError):
+        return error
+    return f"{error} {after}"
 
 
 def run_child(script: str, args=(), *, env: Mapping[str, str] | None = None, unset=(),
@@ -915,10 +956,40 @@ def _extension_gate(facts: Facts, words) -> Result | None:
 
 
 # ------------------------------------------------------------------------------------------ the checks
+# Causes any check's error can show, tried after the check's own fixes. Each names the cause, and the fix it needs.
+COMMON_FIXES: tuple[tuple[str, str], ...] = (
+    (r"No module named '(?P<module>[\w.]+)'", "{module} cannot be imported in this Python: install the stack into "
+     "it: {install}"),
+    (r"(?P<library>lib[\w.+-]+\.so[\w.]*): cannot open shared object file",
+     "{library} cannot be loaded (not installed, or of another CUDA major): reinstall the stack, which brings "
+     "the CUDA {major} libraries: {reinstall}"),
+    (r"driver version is insufficient|CUDA_ERROR_INSUFFICIENT_DRIVER|cudaErrorInsufficientDriver",
+     "the NVIDIA driver is too old for this library's CUDA (see the driver line): install the stack this driver "
+     "runs, {stack}: {reinstall}"),
+    (r"no CUDA-capable device|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|No CUDA GPUs are available",
+     "CUDA shows this process no GPU: ask the job for one (#SBATCH --gpus=1) and check that CUDA_VISIBLE_DEVICES "
+     "is not empty"),
+    (r"busy or unavailable|CUDA_ERROR_DEVICES_UNAVAILABLE|cudaErrorDevicesUnavailable",
+     "the GPU is in exclusive-process mode and another process holds it: `nvidia-smi` shows which; wait for it "
+     "or ask for a GPU of your own"),
+    (r"out of memory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED|cudaErrorMemoryAllocation",
+     "the GPU's memory is taken: `nvidia-smi` shows by whom; ask for a GPU of your own (a whole GPU, not a "
+     "shared one)"),
+    (r"no kernel image is available|CUDA_ERROR_NO_BINARY_FOR_GPU|cudaErrorNoKernelImageForDevice",
+     "this library has no code for this GPU's architecture (the GPU is older or newer than its build supports): "
+     "`python -m gpukit doctor` shows the GPU; install the stack's build: {reinstall}"),
+    (r"No space left on device", "the disk is full (often TMPDIR or the home folder's cache): free space, or set "
+     "TMPDIR to a folder with room"),
+    (r"Cannot allocate memory|MemoryError", "the node ran out of host memory: ask the job for more "
+     "(#SBATCH --mem=16G) or stop what else runs there"),
+)
+# The start of the fix for an error whose cause the preflight does not know: the line's error is all it has.
+UNKNOWN = "not a cause the preflight recognises (the error is on the line): "
+
 CUDA_CHECKS: tuple[ChildCheck, ...] = (
     ChildCheck(
         "torch matmul", TORCH_MATMUL, args=("cuda",), gate=_torch(needs_gpu=False),
-        fix="run `python -m gpukit doctor` on this node; reinstall the stack: {reinstall}",
+        fix=UNKNOWN + "run `python -m gpukit doctor` on this node; reinstall the stack: {reinstall}",
         # The driver's pattern first: with an old driver torch warns "too old" and then is_available() is False.
         fixes=((r"driver version is insufficient|too old", "the driver is too old for this torch: {reinstall}"),
                (r"is_available\(\) is False|no CUDA GPUs are available",
@@ -928,46 +999,76 @@ CUDA_CHECKS: tuple[ChildCheck, ...] = (
                 "own (a whole GPU, not a shared one)"))),
     ChildCheck(
         "CuPy", CUPY, gate=_needs("cupy-", "CuPy (cupy-cuda12x / cupy-cuda13x)"),
-        fix="reinstall CuPy with its CUDA libraries (the stack's [ctk] extra): {install}",
-        fixes=((r"nvrtc|cublas|cannot open shared object|CUDA path could not be detected|\.so",
+        fix=UNKNOWN + "reinstall CuPy with its CUDA libraries (the stack's [ctk] extra): {install}",
+        fixes=((r"CompileException", "NVRTC could not compile the kernel for this GPU (an NVRTC older than the "
+                "GPU): install the stack's cupy-cuda{major}x[ctk], which brings a matching NVRTC: {install}"),
+               (r"nvrtc|cublas|cannot open shared object|CUDA path could not be detected|\.so",
                 "CuPy cannot load the CUDA libraries it needs: install the stack, whose cupy-cuda{major}x[ctk] "
                 "brings them: {install}"),)),
     ChildCheck(
         "JAX", JAX, gate=_needs("jax"), env=tuple(JAX_MEMORY_ENV.items()),
-        fix="install JAX's CUDA {major} plugin with the stack: {install}",
+        fix=UNKNOWN + "install JAX's CUDA {major} plugin with the stack: {install}",
         fixes=((r"preallocated", "JAX ignored XLA_PYTHON_CLIENT_PREALLOCATE=false: look for "
                 "XLA_PYTHON_CLIENT_MEM_FRACTION or XLA_PYTHON_CLIENT_ALLOCATOR in the job's environment and "
                 "unset them"),
+               (r"cuDNN|DNN library initialization failed",
+                "JAX's CUDA plugin met a cuDNN of another version than it was built with: install the stack, "
+                "which pins the cuDNN it needs: {install}"),
+               (r"jaxlib version|incompatible with jaxlib|plugin version",
+                "jax, jaxlib and the CUDA plugin are of different versions: install them together: {install}"),
                (r"runs on cpu|not the GPU|Unable to initialize backend|CUDA backend",
                 "JAX has no working CUDA plugin here: install the stack's jax[cuda{major}]: {install}"))),
     ChildCheck(
         "Triton", TRITON, gate=_all(_needs("triton"), _torch(needs_gpu=True)),
-        fix="reinstall torch's Triton with the stack: {reinstall}",
+        fix=UNKNOWN + "reinstall torch's Triton with the stack: {reinstall}",
         fixes=((r"interpreter is on", "unset TRITON_INTERPRET in the job's environment (the lessons set it only "
                 "where there is no GPU)"),
+               (r"libcuda\.so cannot found|0 active drivers|cannot find -lcuda",
+                "Triton cannot find the driver's libcuda.so.1: set TRITON_LIBCUDA_PATH to the folder that holds it "
+                "(`ldconfig -p | grep libcuda` shows it)"),
                (r"Python\.h|gcc|cc1|ld returned|No such file or directory: '?cc", "Triton builds a small C launcher"
                 " at its first use: it needs a C compiler and Python's headers on the node (e.g. module load gcc; "
-                "python3-dev)"))),
+                "python3-dev)"),
+               (r"ptxas|PTX .*not supported|is not defined for option 'gpu-name'",
+                "Triton's ptxas does not know this GPU (a Triton older than the GPU): install the stack's torch and "
+                "Triton: {reinstall}"))),
     ChildCheck(
         "Numba CUDA", NUMBA, gate=_needs("numba-cuda"),
-        fix="install numba-cuda with its CUDA {major} toolkit (numba-cuda[cu{major}]) through the stack: {install}",
+        fix=UNKNOWN + "reinstall numba-cuda with its CUDA {major} toolkit through the stack: {install}",
         fixes=((r"simulator is on", "unset NUMBA_ENABLE_CUDASIM in the job's environment (the lessons set it only "
-                "where there is no GPU)"),)),
+                "where there is no GPU)"),
+               # numba-cuda 0.30.4 overloads np.row_stack when its NumPy lowering is imported (numba/cuda/np/
+               # arrayobj.py), which NumPy 2.5 removed: the first GPU run met it with NumPy 2.5.2.
+               (r"module 'numpy' has no attribute '(?P<attribute>\w+)'",
+                "numba-cuda {numba_cuda} uses np.{attribute}, which NumPy {numpy} no longer has (NumPy 2.5 removed "
+                "np.row_stack): install the NumPy the book pins: {numpy_install}"),
+               (r"libnvvm|NvvmSupportError|libnvrtc|NVRTC|DynamicLibNotFoundError|libdevice",
+                "numba-cuda cannot load the CUDA toolkit's compilers (NVVM, NVRTC): install numba-cuda with its CUDA "
+                "{major} toolkit (numba-cuda[cu{major}]) through the stack: {install}"),
+               (r"is_available\(\) is False",
+                "numba-cuda cannot reach the GPU through the driver (see the driver and torch matmul lines): "
+                "reinstall numba-cuda[cu{major}] with the stack: {install}"))),
     ChildCheck(
         "NCCL all_reduce", NCCL, gate=_torch(needs_gpu=True), env=tuple(worker_env().items()),
-        fix="rerun with NCCL_DEBUG=INFO set to see where NCCL stopped (this check keeps NCCL on the loopback "
-            "interface)",
+        fix=UNKNOWN + "rerun with NCCL_DEBUG=INFO set to see where NCCL stopped (this check keeps NCCL on the "
+            "loopback interface)",
         fixes=((r"without NCCL|nccl.*not available", "this torch has no NCCL: install the stack's torch: "
-                "{reinstall}"),)),
+                "{reinstall}"),
+               (r"Address already in use|EADDRINUSE", "another process took the rendezvous port between its choice "
+                "and its use: rerun the preflight"))),
     ChildCheck(
         "C++/CUDA extension", EXTENSION, args=(str(EXTENSION_TIMEOUT_S),), timeout=EXTENSION_TIMEOUT_S,
         gate=_extension_gate, background=True,
-        fix="read the compiler's message in the line above; a first build on a busy node can take minutes: rerun "
-            "(the build is cached)",
+        fix=UNKNOWN + "read the compiler's message in the line above; a first build on a busy node can take minutes: "
+            "rerun (the build is cached)",
         fixes=((r"unsupported gpu architecture|Unsupported gpu architecture",
                 "this nvcc is too old for the GPU: load a newer CUDA {major} toolkit"),
                (r"unsupported GNU version|host compiler", "nvcc does not accept this host compiler: load a gcc that "
-                "CUDA {major} supports (e.g. module load gcc)"))),
+                "CUDA {major} supports (e.g. module load gcc)"),
+               (r"mismatches the version that was used to compile PyTorch|CUDA_HOME", "torch finds no CUDA {major} "
+                "toolkit: load one (on a cluster, e.g. module load cuda/{major}) or set CUDA_HOME to the folder "
+                "holding its bin/nvcc"),
+               (r"[Nn]inja is required", "torch's builder needs ninja: pip install ninja"))),
 )
 
 
@@ -1034,9 +1135,16 @@ def _mps_probe_names() -> tuple[str, ...]:
 
 _MPS_FIX = ("MPS needs Apple silicon, macOS 14 or newer and torch's macOS wheel: update macOS, then "
             "{torch_install}")
+# torch's messages: "The MPS backend is supported on MacOS 14.0+. ...", "MPS backend out of memory (MPS allocated:
+# ...)"; any other error is not a cause the preflight knows.
+_MPS_FIXES = ((r"supported on MacOS|MPS.*not available", _MPS_FIX),
+              (r"MPS backend out of memory", "the Mac's memory, which its GPU shares with the CPU, is taken: close "
+               "other applications and rerun"))
 MPS_CHECKS: tuple[ChildCheck, ...] = (
-    ChildCheck("torch matmul (MPS)", TORCH_MATMUL, args=("mps",), fix=_MPS_FIX),
-    ChildCheck("mps linear algebra", MPS_LINALG, args=_mps_probe_names(), fix=_MPS_FIX, lines=_mps_lines),
+    ChildCheck("torch matmul (MPS)", TORCH_MATMUL, args=("mps",), fix=UNKNOWN + _MPS_FIX, fixes=_MPS_FIXES,
+               common_fixes=False),
+    ChildCheck("mps linear algebra", MPS_LINALG, args=_mps_probe_names(), fix=UNKNOWN + _MPS_FIX, fixes=_MPS_FIXES,
+               lines=_mps_lines, common_fixes=False),
 )
 
 

@@ -30,7 +30,7 @@ import time
 
 import pytest
 from booktoc import ROOT
-from gpu_node import forcing_env
+from gpu_node import forcing_env, gpu_node_env
 
 from gpukit import cuda_stacks, preflight
 from gpukit.distributed import worker_env
@@ -227,30 +227,50 @@ CHILD_FAILURES = [
     ("torch matmul", ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total "
                       "capacity of 79.19 GiB of which 3.06 MiB is free."], 2),
     ("torch matmul", ["RuntimeError: the product on cuda is wrong: relative error 3.1e-01 against float64"], None),
-    ("CuPy", ["ImportError: libcublas.so.12: cannot open shared object file: No such file or directory"], 0),
+    ("CuPy", ["cupy.cuda.compiler.CompileException: nvrtc: error: invalid value for --gpu-architecture (-arch)"], 0),
+    ("CuPy", ["ImportError: libcublas.so.12: cannot open shared object file: No such file or directory"], 1),
     ("CuPy", ["RuntimeError: the RawKernel's result is wrong"], None),
     ("JAX", ["RuntimeError: JAX holds 60.8 GiB of GPU memory after one small function although "
              "XLA_PYTHON_CLIENT_PREALLOCATE=false: it preallocated"], 0),
-    ("JAX", ["RuntimeError: JAX runs on cpu, not the GPU: its devices are [CpuDevice(id=0)]"], 1),
-    ("JAX", ["RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices."], 1),
+    ("JAX", ["E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:535] Loaded runtime CuDNN library: 9.1.0 but "
+             "source was compiled with: 9.8.0.  CuDNN library needs to have matching major version and equal or "
+             "higher minor version.",
+             "jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed."], 1),
+    ("JAX", ["RuntimeError: jaxlib version 0.10.2 is newer than and incompatible with jax version 0.9.0. Please "
+             "update your jax and/or jaxlib packages."], 2),
+    ("JAX", ["RuntimeError: JAX runs on cpu, not the GPU: its devices are [CpuDevice(id=0)]"], 3),
+    ("JAX", ["RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices."], 3),
     ("JAX", ["RuntimeError: the jitted function's result differs from NumPy's"], None),
     ("Triton", ["RuntimeError: Triton's interpreter is on (TRITON_INTERPRET=1): the kernel would run on the CPU "
                 "instead of being compiled"], 0),
     ("Triton", ["/tmp/tmpab12/main.c:5:10: fatal error: Python.h: No such file or directory",
                 "subprocess.CalledProcessError: Command '['/usr/bin/gcc', '/tmp/tmpab12/main.c']' returned "
-                "non-zero exit status 1."], 1),
+                "non-zero exit status 1."], 2),
+    ("Triton", ["AssertionError: libcuda.so cannot found!"], 1),
+    ("Triton", ["RuntimeError: Internal Triton PTX codegen error: `ptxas` stderr:",
+                "ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'"], 3),
     ("Triton", ["AssertionError: Tensor-likes are not close!"], None),
     ("Numba CUDA", ["RuntimeError: Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1): the kernel would run on "
                     "the CPU"], 0),
+    ("Numba CUDA", ["AttributeError: module 'numpy' has no attribute 'row_stack'"], 1),  # the first GPU run
+    ("Numba CUDA", ['cuda.pathfinder._dynamic_libs.load_dl_common.DynamicLibNotFoundError: Failure finding '
+                    '"libnvrtc.so.13 or libnvrtc.so.12": No such file: libnvrtc.so.13 or libnvrtc.so.12'], 2),
     ("Numba CUDA", ["RuntimeError: numba.cuda.is_available() is False: numba-cuda cannot reach the driver or its "
-                    "CUDA libraries"], None),
+                    "CUDA libraries"], 3),
+    ("Numba CUDA", ["RuntimeError: the Numba kernel's result is wrong"], None),
     ("NCCL all_reduce", ["RuntimeError: this torch (2.13.0) was built without NCCL"], 0),
+    ("NCCL all_reduce", ["torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                         "network address. port: 29500, useIPv6: 0, code: -98, name: EADDRINUSE, message: address "
+                         "already in use"], 1),
     ("NCCL all_reduce", ["torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled "
                          "system error"], None),
     ("C++/CUDA extension", ["nvcc fatal   : Unsupported gpu architecture 'compute_120'",
                             "RuntimeError: Error building extension 'gpukit_preflight_axpy'"], 0),
     ("C++/CUDA extension", ["#error -- unsupported GNU version! gcc versions later than 14 are not supported!",
                             "RuntimeError: Error building extension 'gpukit_preflight_axpy'"], 1),
+    ("C++/CUDA extension", ["RuntimeError: The detected CUDA version (12.4) mismatches the version that was used to "
+                            "compile PyTorch (13.0). Please make sure to use the same CUDA versions."], 2),
+    ("C++/CUDA extension", ["RuntimeError: Ninja is required to load C++ extensions (pip install ninja to get it)"], 3),
     ("C++/CUDA extension", ["RuntimeError: Error building extension 'gpukit_preflight_axpy'"], None),
 ]
 CHECKS = {check.name: check for check in (*CUDA_CHECKS, *MPS_CHECKS)}
@@ -260,9 +280,67 @@ CHECKS = {check.name: check for check in (*CUDA_CHECKS, *MPS_CHECKS)}
                          ids=[f"{name}: {stderr[-1][:50]}" for name, stderr, _ in CHILD_FAILURES])
 def test_each_way_a_check_fails_names_its_fix(name, stderr, which):
     found = check(H100, name, **{name: raised(*stderr)})
-    chosen = CHECKS[name].fix if which is None else CHECKS[name].fixes[which][1]
-    assert found.status == FAIL and found.fix == chosen.format(**words_for(H100)), found.line()
-    assert found.detail == preflight._short(stderr[-1]), found.line()
+    if which is None:
+        chosen, groups = CHECKS[name].fix, {}
+        assert chosen.startswith(preflight.UNKNOWN)  # a cause it does not know is not dressed up as one
+    else:
+        pattern, chosen = CHECKS[name].fixes[which]
+        groups = re.search(pattern, "\n".join(stderr), re.IGNORECASE).groupdict()
+    assert found.status == FAIL and found.fix == chosen.format(**words_for(H100), **groups), found.line()
+    # The exception's line; where it ends with a colon, the line after it (which holds the cause) too.
+    shown = " ".join(stderr[-2:]) if stderr[-2:][0].endswith(":") else stderr[-1]
+    assert found.detail == preflight._short(shown), found.line()
+
+
+# Causes any check can meet (preflight.COMMON_FIXES), each with a library's real message: (check, stderr, which).
+COMMON_FAILURES = [
+    ("CuPy", ["ModuleNotFoundError: No module named 'cupy'"], 0),
+    ("torch matmul", ["ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"], 1),
+    ("CuPy", ["cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version "
+              "is insufficient for CUDA runtime version"], 2),
+    ("NCCL all_reduce", ["RuntimeError: CUDA error: no CUDA-capable device is detected"], 3),
+    ("torch matmul", ["RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"], 4),
+    ("JAX", ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+             "34359738368 bytes."], 5),
+    ("torch matmul", ["RuntimeError: CUDA error: no kernel image is available for execution on the device"], 6),
+    ("C++/CUDA extension", ["OSError: [Errno 28] No space left on device"], 7),
+    ("NCCL all_reduce", ["OSError: [Errno 12] Cannot allocate memory"], 8),
+]
+
+
+@pytest.mark.parametrize(("name", "stderr", "which"), COMMON_FAILURES,
+                         ids=[f"{name}: {stderr[-1][:50]}" for name, stderr, _ in COMMON_FAILURES])
+def test_a_cause_any_check_can_meet_gets_its_own_fix(name, stderr, which):
+    found = check(H100, name, **{name: raised(*stderr)})
+    pattern, fix = preflight.COMMON_FIXES[which]
+    groups = re.search(pattern, stderr[-1], re.IGNORECASE).groupdict()
+    assert found.status == FAIL and found.fix == fix.format(**words_for(H100), **groups), found.line()
+    assert found.detail == preflight._short(stderr[-1])
+
+
+def test_every_common_cause_is_shown_above_by_a_real_message():
+    assert {which for _, _, which in COMMON_FAILURES} == set(range(len(preflight.COMMON_FIXES)))
+
+
+def test_a_missing_module_is_named_in_the_fix():
+    found = check(H100, "CuPy", CuPy=raised("ModuleNotFoundError: No module named 'cupy'"))
+    assert found.fix.startswith("cupy cannot be imported in this Python: install the stack into it: ")
+    assert cuda_stacks.install_command(cuda_stacks.STACKS[0]) in found.fix
+
+
+def test_numpy_2_5_under_numba_cuda_names_numpy_and_the_pinned_numpy():
+    """The first GPU run's Numba line: numba-cuda 0.30.4 beside NumPy 2.5.2 (the fix it printed, "install
+    numba-cuda[cu13]", was wrong)."""
+    from gpukit.optional import pinned_requirement
+
+    facts = dataclasses.replace(H100, numpy_version="2.5.2")
+    found = check(facts, "Numba CUDA", **{"Numba CUDA": raised(
+        "AttributeError: module 'numpy' has no attribute 'row_stack'")})
+    assert found.detail == "AttributeError: module 'numpy' has no attribute 'row_stack'"
+    assert found.fix.startswith("numba-cuda 0.30.4 uses np.row_stack, which NumPy 2.5.2 no longer has")
+    assert found.fix.endswith(f"install the NumPy the book pins: {preflight.install_command('numpy')}")
+    assert pinned_requirement("numpy") == "numpy==2.4.6" and "numpy==2.4.6" in found.fix
+    assert "numba-cuda[cu" not in found.fix
 
 
 def test_every_fix_of_every_check_is_shown_above_by_a_real_message():
@@ -282,7 +360,8 @@ def test_a_fix_names_the_stack_the_driver_runs():
 def test_a_check_that_is_stopped_at_its_limit():
     slow = ChildRun(-signal.SIGKILL, "", "compiling...\n", timed_out=True, seconds=60.0)
     found = check(H100, "JAX", JAX=slow)
-    assert found.status == FAIL and found.detail == "did not finish within 60 s and was stopped"
+    assert found.status == FAIL
+    assert found.detail == "did not finish within 60 s and was stopped (its last line: 'compiling...')"
     assert found.fix.startswith("rerun the preflight (a first run compiles kernels)")
 
 
@@ -295,7 +374,8 @@ def test_a_crashed_child_is_reported_as_a_crash():
 
 def test_a_child_that_reports_nothing_fails():
     found = check(H100, "Numba CUDA", **{"Numba CUDA": ChildRun(0, "some output\n", "")})
-    assert found.status == FAIL and found.detail == "the child Python ended without reporting a result"
+    assert found.status == FAIL
+    assert found.detail == "the child Python ended without reporting a result (its last line: 'some output')"
 
 
 def test_a_runner_that_cannot_start_the_child_fails_that_check_only():
@@ -379,8 +459,19 @@ def test_an_operation_the_probe_did_not_report_fails():
 
 def test_mps_matmul_failing_says_what_mps_needs():
     found = check(MAC, "torch matmul (MPS)", **{"torch matmul (MPS)": raised(
-        "RuntimeError: MPS backend out of memory (MPS allocated: 18.00 GB)")})
+        "RuntimeError: The MPS backend is supported on MacOS 14.0+. Current OS version can be queried using "
+        "`sw_vers`")})
     assert found.status == FAIL and found.fix.startswith("MPS needs Apple silicon, macOS 14 or newer")
+
+
+def test_mps_out_of_memory_says_so_and_no_cuda_advice_reaches_a_mac():
+    found = check(MAC, "torch matmul (MPS)", **{"torch matmul (MPS)": raised(
+        "RuntimeError: MPS backend out of memory (MPS allocated: 18.00 GB, other allocations: 1.20 GB, max allowed: "
+        "20.40 GB). Tried to allocate 64.00 MiB on private pool.")})
+    assert found.status == FAIL and found.fix.startswith("the Mac's memory, which its GPU shares with the CPU")
+    odd = check(MAC, "torch matmul (MPS)", **{"torch matmul (MPS)": raised(
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device")})
+    assert odd.fix.startswith(preflight.UNKNOWN) and "nvidia-smi" not in odd.fix
 
 
 def lesson_torch_calls(notebook: str) -> set[str]:
@@ -464,6 +555,20 @@ def force(monkeypatch, **conditions) -> None:
     """Set what ``forcing_env(**conditions)`` returns here, for the children the preflight's own runner starts."""
     for name, value in forcing_env(**conditions).items():
         monkeypatch.setenv(name, value)
+
+
+def test_numba_script_beside_numpy_2_5_fails_at_the_compiler_with_numpys_error():
+    """The real script, with numba-cuda's real CUDA target (told by tests/gpu_node that a GPU is there) and NumPy
+    without np.row_stack, as NumPy 2.5 is: it stops where the first GPU run did, in numba-cuda's NumPy lowering,
+    before anything needs a GPU."""
+    env = {**gpu_node_env(parts=("numba",), cxx=None), **forcing_env(numpy_2_5=True)}
+    env["PYTHONPATH"] = gpu_node_env(parts=("numba",), cxx=None)["PYTHONPATH"]
+    run = run_child(CHECKS["Numba CUDA"].source, env=env, unset=preflight.SIMULATION_VARIABLES, timeout=120)
+    assert 'numba_cuda/numba/cuda/np/arrayobj.py", line' in run.stderr and "overload(np.row_stack)" in run.stderr
+    words = preflight.fix_words(dataclasses.replace(H100, numpy_version="2.5.2"))
+    found = preflight.interpret(CHECKS["Numba CUDA"], run, words, 60.0)[0]
+    assert found.status == FAIL and found.detail == "AttributeError: module 'numpy' has no attribute 'row_stack'"
+    assert "NumPy 2.5.2 no longer has" in found.fix and found.fix.endswith("numpy==2.4.6")
 
 
 def test_the_preflight_runs_numba_without_the_simulator_even_where_the_lessons_set_it(monkeypatch):
