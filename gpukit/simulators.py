@@ -16,15 +16,26 @@ GPU (on a GPU the kernels should run for real) and return a sentence saying what
 :func:`is_numba_cuda_kernel` whether an object is a Numba CUDA kernel. Chapter 9 sets the two variables in plain
 code; the exercise checks (:mod:`gpukit.exercises.kernels`) use these functions to launch a reader's kernel in the
 mode the reader's notebook is in.
+
+Numba's CUDA target can be importable and still fail at its first kernel: on the first GPU run of the book,
+numba-cuda 0.30.4 beside NumPy 2.5.2 raised ``AttributeError: module 'numpy' has no attribute 'row_stack'``
+(numba-cuda's ``numba/cuda/np/arrayobj.py`` overloads ``np.row_stack`` at import, guarded by
+``numpy_version >= (2, 0)`` only, and NumPy 2.5 removed the alias; numba 0.68's own arrayobj.py has the guard
+``< (2, 5)``). :func:`numba_cuda_problem` tries what chapter 9's cells need once (compile a kernel, launch it on
+one thread, read the result back) and returns ``None`` or one sentence with the error's first line, its cause and
+its fix (:func:`numba_cuda_advice`); with ``GPUKIT_REQUIRE_GPU=1`` it raises :class:`NumbaCudaUnavailable` with
+that sentence instead, so that a GPU run fails where a kernel cannot run.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import sys
 from collections.abc import MutableMapping
 
-from .device import cuda_available
+from .device import cuda_available, gpu_required
 
 NUMBA_FLAG = "NUMBA_ENABLE_CUDASIM"
 TRITON_FLAG = "TRITON_INTERPRET"
@@ -90,3 +101,127 @@ def triton_interpreting(kernel) -> bool:
 def is_numba_cuda_kernel(kernel) -> bool:
     """Whether ``kernel`` is a ``@cuda.jit`` kernel, simulated (``FakeCUDAKernel``) or real (``CUDADispatcher``)."""
     return type(kernel).__name__ in ("FakeCUDAKernel", "CUDADispatcher")
+
+
+# ------------------------------------------------------------------------------------------ does Numba's CUDA work?
+class NumbaCudaUnavailable(RuntimeError):
+    """Numba's CUDA target (or its simulator) cannot run a kernel here, and ``GPUKIT_REQUIRE_GPU`` asks for a GPU."""
+
+
+# What NumPy's module __getattr__ raises for a name it no longer has (numpy/__init__.py): numba-cuda 0.30.4 asks
+# for np.row_stack, which NumPy 2.5 removed.
+NUMPY_LACKS = re.compile(r"module 'numpy' has no attribute '(\w+)'")
+# numba-cuda cannot load the CUDA toolkit's compilers (cuda.pathfinder's DynamicLibNotFoundError, NVVM, NVRTC).
+NUMBA_TOOLKIT_MISSING = re.compile(r"libnvvm|NvvmSupportError|libnvrtc|NVRTC|DynamicLibNotFoundError|libdevice",
+                                   re.IGNORECASE)
+# numba-cuda cannot reach a GPU through the driver.
+NUMBA_NO_DEVICE = re.compile(r"CudaSupportError|cuInit|CUDA_ERROR_NO_DEVICE|no CUDA-capable device|CUDA driver "
+                             r"library cannot be found|Error at driver init", re.IGNORECASE)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def first_line(error: BaseException | str) -> str:
+    """``AttributeError: module 'numpy' has no attribute 'row_stack'``: an exception's type and the first line of
+    its message (or the first non-empty line of a text)."""
+    if isinstance(error, BaseException):
+        message = (str(error).strip().splitlines() or [""])[0].strip()
+        return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+
+
+def numba_cuda_cause(error_line: str, *, numpy_version: str | None = None,
+                     numba_cuda_version: str | None = None) -> tuple[str, str] | None:
+    """(the cause, its fix) that an error of Numba's CUDA target shows, or None where it shows none known."""
+    from .optional import install_command, pinned_requirement
+    from .scripts import pip_command
+
+    numba_cuda = f"numba-cuda {numba_cuda_version}" if numba_cuda_version else "numba-cuda"
+    lacking = NUMPY_LACKS.search(error_line)
+    if lacking:
+        numpy = f"NumPy {numpy_version}" if numpy_version else "the installed NumPy"
+        removed = " (NumPy 2.5 removed it)" if lacking.group(1) == "row_stack" else ""
+        return (f"{numba_cuda} still uses np.{lacking.group(1)}, which {numpy} no longer has{removed}",
+                f"install the NumPy the book pins, `{install_command('numpy')}`, and restart the kernel")
+    if NUMBA_TOOLKIT_MISSING.search(error_line):
+        from .cuda_stacks import STACKS, torch_cuda_major
+
+        major = torch_cuda_major() or STACKS[0].major
+        pinned = pinned_requirement("numba-cuda").replace("numba-cuda", f"numba-cuda[cu{major}]", 1)
+        return (f"{numba_cuda} cannot load the CUDA toolkit's compilers (NVVM, NVRTC) it compiles kernels with",
+                f"install it with its CUDA {major} toolkit, `{pip_command()} install '{pinned}'`, and restart the "
+                "kernel")
+    if NUMBA_NO_DEVICE.search(error_line):
+        return (f"{numba_cuda} cannot reach a GPU through the NVIDIA driver",
+                "run on a GPU node whose job was given a GPU (`nvidia-smi` lists it; CUDA_VISIBLE_DEVICES is not "
+                "empty), and check the driver with `python -m gpukit doctor --gpu`")
+    return None
+
+
+def numba_cuda_advice(error: BaseException | str, *, numpy_version: str | None = None,
+                      numba_cuda_version: str | None = None) -> str:
+    """One sentence for a failure of Numba's CUDA target: the error's first line, the cause it shows and the fix.
+    The versions default to those of the NumPy this Python imported and of the installed numba-cuda."""
+    line = first_line(error)
+    imported = sys.modules.get("numpy")
+    numpy_version = numpy_version or getattr(imported, "__version__", None) or _version("numpy")
+    numba_cuda_version = numba_cuda_version or _version("numba-cuda")
+    known = numba_cuda_cause(line, numpy_version=numpy_version, numba_cuda_version=numba_cuda_version)
+    if known is None:
+        known = ("an error that gpukit does not recognise",
+                 "`python -m gpukit doctor --gpu` tries Numba's CUDA target in a fresh Python on this node and "
+                 "shows the error in full")
+    cause, fix = known
+    return f"Numba's CUDA target cannot run a kernel here ({line}): {cause}; {fix}."
+
+
+def _probe_kernel(out):
+    out[0] = out[0] + 1.0
+
+
+def try_numba_cuda() -> BaseException | None:
+    """Run what chapter 9's Numba cells need, once: compile a kernel (on the real CUDA target), copy an array to
+    the device, launch the kernel on one thread, wait for it and copy the result back. Returns the exception that
+    stopped it, or None. On the real target the kernel is first compiled to PTX for sm_75 (the oldest
+    architecture CUDA 13 supports), which needs no GPU: it goes through the same target set-up as a launch,
+    where numba-cuda imports its NumPy lowering (numba/cuda/np/arrayobj.py)."""
+    import warnings
+
+    import numpy as np
+
+    try:
+        from numba import config, cuda, float32
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numba-cuda's warning about a grid of one block
+            if not config.ENABLE_CUDASIM:
+                cuda.compile_ptx(_probe_kernel, (float32[::1],), cc=(7, 5))
+            out = cuda.to_device(np.zeros(1, dtype=np.float32))
+            cuda.jit(_probe_kernel)[1, 1](out)
+            cuda.synchronize()
+            value = float(out.copy_to_host()[0])
+    except Exception as error:  # noqa: BLE001 - whatever stops the kernel is the answer
+        return error
+    if value != 1.0:
+        return RuntimeError(f"a one-thread kernel that adds 1 to 0 wrote {value}")
+    return None
+
+
+def numba_cuda_problem(required: bool | None = None) -> str | None:
+    """None where Numba's CUDA target (or its simulator) compiles and runs a one-thread kernel; else one sentence
+    with the error's first line, its cause and its fix (:func:`numba_cuda_advice`).
+
+    ``required`` (default: ``GPUKIT_REQUIRE_GPU``): raise :class:`NumbaCudaUnavailable` with that sentence
+    instead of returning it, so that a GPU run stops where a lesson would otherwise skip its kernels."""
+    error = try_numba_cuda()
+    if error is None:
+        return None
+    sentence = numba_cuda_advice(error)
+    if gpu_required() if required is None else required:
+        raise NumbaCudaUnavailable(sentence) from None
+    return sentence

@@ -167,3 +167,103 @@ def test_the_simulator_never_warns(tmp_path, needs_numba_cuda):
     result = _run_occupancy_probe(tmp_path, simulate=True)
     assert result["simulating"]
     assert all(caught == [] for caught in result["before"].values())
+
+
+# ---------------------------------------------------------------- does Numba's CUDA target work?
+ROW_STACK = "AttributeError: module 'numpy' has no attribute 'row_stack'"  # the first GPU run's error
+
+
+def test_the_first_line_of_an_error_names_its_type():
+    assert simulators.first_line(AttributeError("module 'numpy' has no attribute 'row_stack'")) == ROW_STACK
+    assert simulators.first_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    assert simulators.first_line(KeyError()) == "KeyError"
+    assert simulators.first_line("\n  DynamicLibNotFoundError: x\nmore") == "DynamicLibNotFoundError: x"
+
+
+def test_numpy_2_5_is_named_as_the_cause_and_the_pinned_numpy_as_the_fix():
+    from gpukit.optional import install_command
+
+    sentence = simulators.numba_cuda_advice(AttributeError("module 'numpy' has no attribute 'row_stack'"),
+                                            numpy_version="2.5.2", numba_cuda_version="0.30.4")
+    assert sentence == (f"Numba's CUDA target cannot run a kernel here ({ROW_STACK}): numba-cuda 0.30.4 still uses "
+                        "np.row_stack, which NumPy 2.5.2 no longer has (NumPy 2.5 removed it); install the NumPy the "
+                        f"book pins, `{install_command('numpy')}`, and restart the kernel.")
+    assert install_command("numpy").endswith(" install numpy==2.4.6")  # requirements/lock.txt's pin
+    assert "numba-cuda[" not in sentence  # the preflight's old, wrong fix
+
+
+@pytest.mark.parametrize(("error", "cause", "fix"), [
+    ('cuda.pathfinder._dynamic_libs.load_dl_common.DynamicLibNotFoundError: Failure finding "libnvrtc.so.13 or '
+     'libnvrtc.so.12"', "cannot load the CUDA toolkit's compilers", "install 'numba-cuda[cu"),
+    ("numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: Call to cuInit results in "
+     "CUDA_ERROR_NO_DEVICE (100)", "cannot reach a GPU through the NVIDIA driver", "CUDA_VISIBLE_DEVICES"),
+])
+def test_other_causes_get_their_own_fix(error, cause, fix):
+    found = simulators.numba_cuda_cause(error, numba_cuda_version="0.30.4")
+    assert found is not None and cause in found[0] and fix in found[1], found
+
+
+def test_an_unknown_error_is_shown_and_sent_to_the_preflight():
+    assert simulators.numba_cuda_cause("ValueError: something else") is None
+    sentence = simulators.numba_cuda_advice(ValueError("something else"))
+    assert "(ValueError: something else): an error that gpukit does not recognise" in sentence
+    assert "python -m gpukit doctor --gpu" in sentence
+
+
+@pytest.fixture
+def target_fails(monkeypatch):
+    """Numba's CUDA target failing as on the first GPU run: the probe returns what numba-cuda raised."""
+    monkeypatch.setattr(simulators, "try_numba_cuda",
+                        lambda: AttributeError("module 'numpy' has no attribute 'row_stack'"))
+
+
+def test_without_a_gpu_required_the_problem_is_a_sentence_to_skip_with(target_fails, monkeypatch):
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "0")
+    sentence = simulators.numba_cuda_problem()
+    assert sentence.startswith(f"Numba's CUDA target cannot run a kernel here ({ROW_STACK}): ")
+    assert sentence.endswith("and restart the kernel.") and sentence.count(". ") == 0  # one sentence
+
+
+def test_with_a_gpu_required_the_problem_is_an_error_with_that_sentence(target_fails, monkeypatch):
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    with pytest.raises(simulators.NumbaCudaUnavailable) as raised:
+        simulators.numba_cuda_problem()
+    assert str(raised.value) == simulators.numba_cuda_problem(required=False)
+    assert raised.value.__suppress_context__
+
+
+def test_a_working_target_is_no_problem(monkeypatch):
+    monkeypatch.setattr(simulators, "try_numba_cuda", lambda: None)
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    assert simulators.numba_cuda_problem() is None
+
+
+PROBE = '''
+import json
+from gpukit.simulators import try_numba_cuda
+
+error = try_numba_cuda()
+print(json.dumps(None if error is None else f"{type(error).__name__}: {error}"))
+'''
+
+
+def test_the_probe_runs_a_kernel_on_the_simulator(tmp_path, needs_numba_cuda):
+    from gpukit.scripts import run_python
+
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE, encoding="utf-8")
+    run = run_python(str(script), env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert run.ok and run.stdout.strip().splitlines()[-1] == "null", run.stderr
+
+
+def test_the_probe_meets_numpy_2_5_where_numba_cuda_sets_up_its_target(tmp_path, needs_numba_cuda):
+    """numba-cuda's real CUDA target beside a NumPy without np.row_stack (tests/gpu_node's stand-in for NumPy 2.5):
+    the probe compiles before it touches a device, so it stops at numba-cuda's error on any machine."""
+    from gpu_node import forcing_env
+
+    from gpukit.scripts import run_python
+
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE, encoding="utf-8")
+    run = run_python(str(script), env={"NUMBA_ENABLE_CUDASIM": "0", **forcing_env(numpy_2_5=True)})
+    assert run.ok and run.stdout.strip().splitlines()[-1] == f'"{ROW_STACK}"', run.stderr
