@@ -1,0 +1,68 @@
+"""Two profilers, PyTorch's and JAX's, never share a kernel.
+
+Both record an NVIDIA GPU through CUPTI, and the CUPTI of CUDA 13.0 takes one subscriber per process: on the first
+H100 run, lesson 14 started ``jax.profiler.trace`` in the kernel where ``torch.profiler`` had already profiled, and
+JAX's GPU tracer stopped at ``cuptiSubscribe: error 39: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED``, printed
+onto the page, while the prose promised the GPU's streams in its trace. A lesson that uses both must run one of
+them in a process of its own (a script written with ``%%writefile`` and run by a child Python, for one).
+
+The check reads every lesson's code as its kernel runs it: the code cells (not those skipped in the build, nor
+cell magics whose body is no Python for this kernel, such as ``%%writefile``), and the solutions, which the test
+run executes in the same kernel (conftest.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from booktoc import ROOT
+from lesson_solutions import solutions_in
+from stand_ins.lesson_cells import notebook
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Cell magics whose body does not run as Python in the kernel.
+NOT_IN_THE_KERNEL = re.compile(r"^\s*%%(writefile|file|bash|sh|script|html|markdown|latex|javascript|js|svg)\b")
+TORCH_PROFILER = re.compile(r"\btorch\.profiler\b|\btorch\.autograd\.profiler\.profile\b"
+                            r"|^\s*from\s+torch(\.autograd)?\s+import\s+[^\n]*\bprofiler\b", re.M)
+JAX_PROFILER = re.compile(r"\bjax\.profiler\b|^\s*from\s+jax\s+import\s+[^\n]*\bprofiler\b", re.M)
+
+
+def kernel_code(nb: dict) -> list[str]:
+    """The pieces of code a lesson's kernel runs."""
+    pieces = []
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            if "skip-execution" in cell.get("metadata", {}).get("tags", []) or NOT_IN_THE_KERNEL.match(text):
+                continue
+            pieces.append(text)
+        elif cell["cell_type"] == "markdown":
+            pieces.extend(code for _, code in solutions_in(cell))
+    return pieces
+
+
+def profilers_used(nb: dict) -> set[str]:
+    code = "\n".join(kernel_code(nb))
+    return {name for name, pattern in (("torch", TORCH_PROFILER), ("jax", JAX_PROFILER)) if pattern.search(code)}
+
+
+def test_the_check_tells_one_kernel_from_two_processes():
+    def cells(*sources):
+        return {"cells": [{"cell_type": "code", "metadata": {}, "source": [s]} for s in sources]}
+
+    torch_cell = "from torch.profiler import profile\nwith profile() as prof:\n    step()\n"
+    jax_cell = 'with jax.profiler.trace("logs"):\n    f(x)\n'
+    assert profilers_used(cells(torch_cell, jax_cell)) == {"torch", "jax"}
+    assert profilers_used(cells(torch_cell, '%%writefile "{scripts}/profile_jax.py"\n' + jax_cell)) == {"torch"}
+    assert profilers_used(cells("from jax import profiler\n", "import torch.profiler\n")) == {"torch", "jax"}
+    assert profilers_used(cells("torch.autograd.profiler.emit_nvtx()\n")) == set()  # NVTX ranges, no CUPTI
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_torch_and_jax_profilers_never_share_a_kernel(path):
+    used = profilers_used(notebook(path.name))
+    assert used != {"torch", "jax"}, (
+        f"{path.name} runs both torch.profiler and jax.profiler in one kernel: on a GPU with CUDA 13.0 the second "
+        "cannot subscribe to CUPTI. Run JAX's profile in a process of its own (%%writefile a script, then run it "
+        "with gpukit.scripts.run_python).")
