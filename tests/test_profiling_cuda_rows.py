@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from stand_ins.cuda_profiles import FakeProfile, training_steps  # noqa: E402
-from stand_ins.lesson_cells import Glue, code_cell, markdown, run_cell  # noqa: E402
+from stand_ins.lesson_cells import Glue, code_cell, markdown, run_cell, stored_output  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 
 LESSON = "14-profiling.ipynb"
@@ -113,6 +113,58 @@ def test_the_fixed_step_holds_no_wait_on_the_cpu(lesson):
     assert "waits in three steps: none" in printed, printed
 
 
+# ------------------------------------------------------------------------------------------- the call chain
+EXPECTED_CHAIN = stored_output(LESSON, "with_stack=True").strip()
+
+
+def gpu_shaped(events):
+    """Reshape a real CPU profile's events as the H100 run's were: `aten::item` with no `cpu_parent` (its chain
+    printed "aten::_local_scalar_dense <- aten::item"), and the `.item()` call from Python into C left open to the
+    end of the profile, as PyTorch pull request 189794 describes for a call that released Python's lock while it
+    waited, which `.item()` does on a GPU."""
+    item = next(e for e in events if e.name == "aten::item")
+    if item.cpu_parent is not None:
+        item.cpu_parent.cpu_children.remove(item)
+        item.cpu_parent = None
+    end = max(e.time_range.end for e in events)
+    for e in events:
+        if e.is_python_function and e.name.startswith("<built-in method item"):
+            e.time_range.end = end
+    return events
+
+
+class GpuShapedProfile:
+    """torch.profiler.profile, recording on the CPU, whose events come out in the H100 run's shape."""
+
+    def __init__(self, *args, **kwargs):
+        self._profile = torch.profiler.profile(*args, **kwargs)
+
+    def __enter__(self):
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        result = self._profile.__exit__(*exc)
+        gpu_shaped(self._profile.events())
+        return result
+
+    def events(self):
+        return self._profile.events()
+
+
+def test_the_checked_chain_reaches_train_step_on_the_cpu(lesson):
+    assert EXPECTED_CHAIN.endswith("<- train_step"), EXPECTED_CHAIN
+    lesson["history"] = []
+    printed = run_cell(cell("with_stack=True"), lesson).strip()
+    assert printed == EXPECTED_CHAIN
+
+
+def test_the_checked_chain_is_the_same_with_the_gpus_events(lesson):
+    lesson.update(profile=GpuShapedProfile, history=[])
+    printed = run_cell(cell("with_stack=True"), lesson).strip()
+    assert printed == EXPECTED_CHAIN, "nbval would fail on a GPU: the chain printed there differs"
+
+
 # ------------------------------------------------------------------------------------------ the trace file
 def test_the_trace_file_with_cuda_rows_is_read_and_drawn(lesson, tmp_path, monkeypatch):
     import gpukit.paths
@@ -132,6 +184,69 @@ def test_the_trace_file_with_cuda_rows_is_read_and_drawn(lesson, tmp_path, monke
     axes = lesson["fig"].axes[0]
     assert any("GPU 0" in label.get_text() for label in axes.get_yticklabels())
     plt.close("all")
+
+
+# -------------------------------------------------------------------------------------------- nothing on stderr
+SYNC_NOTICE = ("Synchronization debug mode is a prototype feature and does not yet detect all synchronizing "
+               "operations (Triggered internally at /pytorch/torch/csrc/cuda/Module.cpp:1003.)")
+SYNC_WARNING = ("called a synchronizing CUDA operation (Triggered internally at "
+                "/pytorch/c10/cuda/CUDAFunctions.cpp:162.)")
+
+
+def test_the_sync_debug_mode_shows_the_synchronisations_and_not_its_own_notice(lesson, monkeypatch):
+    """`torch.cuda.set_sync_debug_mode` warns once per process, at its first call, that it is a prototype
+    (TORCH_WARN_ONCE in torch/csrc/cuda/Module.cpp, THCPModule_cudaSetSyncDebugMode); in "warn" mode each
+    synchronising operation warns. The cell must print the second kind and let nothing reach stderr."""
+    calls = []
+
+    def set_sync_debug_mode(mode):
+        if not calls:
+            warnings.warn(SYNC_NOTICE, UserWarning, stacklevel=2)
+        calls.append(mode)
+
+    def train_step(model, optimiser, x, y, history):
+        if calls and calls[-1] == "warn":
+            warnings.warn(SYNC_WARNING, UserWarning, stacklevel=2)
+        history.append(0.0)
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", set_sync_debug_mode)
+    lesson.update(dev=torch.device("cuda"), train_step=train_step, history=[])
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        printed = run_cell(cell("set_sync_debug_mode"), lesson)
+    assert calls == ["warn", "default"]
+    assert [str(w.message) for w in escaped] == [], "a warning left the cell: it would print to stderr on a GPU"
+    assert printed.splitlines() == [f"UserWarning: {SYNC_WARNING}"]
+
+
+# torch 2.11's message, as the H100 run printed it to stderr in cell 12 (torch/profiler/profiler.py:224)
+CYCLE_WARNING = ("Warning: Profiler clears events at the end of each cycle.Only events from the current cycle will "
+                 "be reported.To keep events across cycles, set acc_events=True.")
+
+
+def warn_as_torch_2_11(monkeypatch):
+    """Make the profiler warn as torch 2.11 did: at the start of every profile (2.13 warns only when a schedule
+    starts its second cycle)."""
+    from torch.profiler.profiler import _KinetoProfile
+
+    prepare = _KinetoProfile.prepare_trace
+
+    def prepare_trace(self):
+        warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=2)
+        return prepare(self)
+
+    monkeypatch.setattr(_KinetoProfile, "prepare_trace", prepare_trace)
+
+
+def test_the_profile_cells_print_no_profiler_warning(lesson, monkeypatch):
+    warn_as_torch_2_11(monkeypatch)
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        run_cell(cell("activities = [ProfilerActivity.CPU]"), lesson)  # its filter, after "always"
+        printed = run_cell(cell("schedule=schedule(wait=1, warmup=1, active=3)"), lesson)
+        run_cell(cell("with_stack=True"), lesson)
+    assert "6 steps, loss" in printed
+    assert [str(w.message) for w in escaped] == []
 
 
 def test_a_copy_to_the_host_is_described_as_pytorch_does_it():
