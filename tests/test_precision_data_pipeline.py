@@ -7,16 +7,20 @@
   (``stand_ins/cuda_profiles.py``) and checks the split against the host's rows.
 - torch 2.11 warned at each profile's start that it "clears events at the end of each cycle" (on stderr, on that
   run's page); the cell must show nothing of it.
+- The worker processes: Python 3.14 starts them on Linux by *forkserver*, not *fork*; the cell that chooses them
+  must say which start method it found.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import re
 import warnings
 
 import pytest
 import torch
 from stand_ins.cuda_profiles import FakeProfile, data_and_step
-from stand_ins.lesson_cells import Glue, code_cell, run_cell
+from stand_ins.lesson_cells import Glue, code_cell, markdown, run_cell
 from torch import nn
 
 LESSON = "15-precision-and-data.ipynb"
@@ -94,3 +98,25 @@ def test_the_profiled_loop_prints_no_profiler_warning(lesson, monkeypatch):
         printed = run_cell(cell("def profiled_epoch(loader)"), lesson)
     assert "num_workers=0: data" in printed
     assert [str(w.message) for w in escaped] == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_the_loader_cell_names_the_start_method_it_found(lesson, monkeypatch, method):
+    """On Linux, Python up to 3.13 starts worker processes by fork, and 3.14 by forkserver (Python's documentation
+    of multiprocessing, "Changed in version 3.14"); only fork's copies of the kernel know a class defined in it."""
+    import gpukit
+
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: method)
+    lesson.update(dataset=lesson["SlowDataset"](8, 512, seconds_per_sample=0.0), skip_unless=gpukit.skip_unless,
+                  benchmark=lambda *args, **kwargs: "timed")
+    printed = run_cell(cell("multiprocessing.get_start_method()"), lesson)
+    if method == "fork":
+        assert lesson["workers"] == 2 and "Skipped" not in printed
+    else:
+        assert lesson["workers"] == 0
+        assert re.search(rf"Skipped: worker processes here start by {method}\b", printed), printed
+
+
+def test_the_prose_names_forkserver_as_linuxs_default_from_python_3_14():
+    prose = markdown(LESSON)
+    assert re.search(r"\*forkserver\*[^.]*3\.14", prose), "the start methods' paragraph omits Python 3.14's default"
