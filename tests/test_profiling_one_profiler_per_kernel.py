@@ -13,12 +13,17 @@ run executes in the same kernel (conftest.py).
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from booktoc import ROOT
 from lesson_solutions import solutions_in
-from stand_ins.lesson_cells import notebook
+from stand_ins.lesson_cells import code_cell, notebook, run_cell
+
+import gpukit.scripts
+from gpukit import skip_unless
+from gpukit.scripts import ScriptRun
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Cell magics whose body does not run as Python in the kernel.
@@ -66,3 +71,16 @@ def test_torch_and_jax_profilers_never_share_a_kernel(path):
         f"{path.name} runs both torch.profiler and jax.profiler in one kernel: on a GPU with CUDA 13.0 the second "
         "cannot subscribe to CUPTI. Run JAX's profile in a process of its own (%%writefile a script, then run it "
         "with gpukit.scripts.run_python).")
+
+
+def test_a_failed_jax_profile_is_reported_and_its_plot_skipped(tmp_path, monkeypatch):
+    """Lesson 14's JAX cells when the child Python fails (no GPU for JAX, a CUPTI error, ...): the run cell prints
+    the child's error line, and the plot cell skips, with every name it reads bound."""
+    error = "RuntimeError: Unable to initialize backend 'cuda'"
+    monkeypatch.setattr(gpukit.scripts, "run_python", lambda *args, **kwargs: ScriptRun(1, "", f"...\n{error}\n"))
+    namespace = {"jax": object(), "profiles": tmp_path, "book": tmp_path, "skip_unless": skip_unless,
+                 "json": json, "plot_trace": None}
+    printed = run_cell(code_cell("14-profiling.ipynb", "run_python(profiles"), namespace)
+    assert printed.strip() == f"JAX's profile failed: {error}"
+    printed = run_cell(code_cell("14-profiling.ipynb", "jax_logs.rglob"), namespace)
+    assert printed.startswith("Skipped: no JAX profile to draw")
