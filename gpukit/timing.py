@@ -142,7 +142,7 @@ def benchmark(
     bytes_moved: float | None = None,
     peak_flops: float | None = None,
     peak_bytes_per_s: float | None = None,
-    precision: str | None = None,
+    computed_in: str | None = None,
     **kwargs,
 ) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls, then ``repeats`` timed ones.
@@ -158,8 +158,9 @@ def benchmark(
 
     On an NVIDIA GPU whose datasheet gpukit knows, a FLOP/s rate above the peak of its precision raises
     :class:`ImpossibleSpeed` (see :func:`check_below_peak`). The precision is the inputs' dtype unless
-    ``precision`` names another (``"tf32"``, ``"bfloat16"``: modes with no peak in the table, so unchecked) or
-    the library was switched to TF32 (PyTorch's float32 matmul precision, ``CUPY_TF32``).
+    ``computed_in`` names another (``"tf32"``, ``"bfloat16"``: modes with no peak in the table, so unchecked) or
+    the library was switched to TF32 (PyTorch's float32 matmul precision, ``CUPY_TF32``). (Not ``precision=``:
+    that one goes to ``fn``, as JAX's products take it.)
     """
     if not callable(fn):
         raise TypeError(f"benchmark needs a function to call, not {type(fn).__name__} {fn!r}")
@@ -213,7 +214,7 @@ def benchmark(
         timer=timer,
     )
     if flops is not None and synchronize_device:
-        check_below_peak(timing, args, device, precision)
+        check_below_peak(timing, args, device, computed_in)
     return timing
 
 
@@ -263,17 +264,18 @@ def _library_precision(array, dtype: str) -> str:
     return dtype
 
 
-def check_below_peak(timing: Timing, args=(), device: str | None = None, precision: str | None = None) -> None:
+def check_below_peak(timing: Timing, args=(), device: str | None = None, computed_in: str | None = None) -> None:
     """Raise :class:`ImpossibleSpeed` where ``timing``'s FLOP/s lie above the published peak of the GPU it ran on,
     for its precision (the highest figure the datasheet gives for it: FP64 tensor cores where there are some).
 
-    The GPU and the dtype come from the first array among ``args`` (else ``device``); ``precision`` overrides
+    The GPU and the dtype come from the first array among ``args`` (else ``device``); ``computed_in`` overrides
     the dtype. Nothing is checked for the CPU or MPS (their peaks are estimates or unpublished), for an unknown
     GPU, or for a precision the table has no figure for (TF32, bfloat16, float16).
     """
     if timing.flops_per_s is None:
         return
     array = _first_array(args)
+    precision = computed_in
     if precision is None:
         if array is None:
             return
@@ -290,7 +292,7 @@ def check_below_peak(timing: Timing, args=(), device: str | None = None, precisi
             f"peak of {peak.flops_per_s / 1e12:.3g} TFLOP/s ({peak.units}; {peak.source}), so the work did not run "
             f"in {precision} as timed: the library computed in a lower precision (JAX's default matmul precision "
             f"and CuPy's CUPY_TF32 use TF32 on NVIDIA GPUs), or the timing missed work. Ask for {precision} "
-            f"(e.g. jax.default_matmul_precision('highest')), or pass precision='tf32' and say so where the "
+            f"(e.g. precision='highest' for a JAX product), or pass computed_in='tf32' to benchmark and say so where the "
             f"figure is shown."
         )
 

@@ -284,12 +284,12 @@ def test_rates_at_or_below_the_peak_pass_and_so_do_precisions_the_table_has_no_f
     timing.check_below_peak(timed(50.7), (FakeJaxGpuArray(),))  # what the H100 did in float32
     timing.check_below_peak(timed(69.0), (FakeJaxGpuArray("float64"),))  # within the tolerance of 67
     timing.check_below_peak(timed(767.0), (FakeJaxGpuArray("bfloat16"),))  # bfloat16 has no figure here
-    timing.check_below_peak(timed(402.0), (FakeJaxGpuArray(),), precision="tf32")  # declared by the caller
+    timing.check_below_peak(timed(402.0), (FakeJaxGpuArray(),), computed_in="tf32")  # declared by the caller
 
 
 def test_a_declared_precision_is_checked_instead_of_the_dtype():
     with pytest.raises(timing.ImpossibleSpeed):
-        timing.check_below_peak(timed(80.0), (FakeJaxGpuArray("bfloat16"),), precision="float64")
+        timing.check_below_peak(timed(80.0), (FakeJaxGpuArray("bfloat16"),), computed_in="float64")
 
 
 def test_torch_switched_to_tf32_makes_its_float32_products_tf32(monkeypatch):
@@ -336,4 +336,9 @@ def test_benchmark_refuses_a_rate_above_the_gpus_peak(monkeypatch):
         benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, label="too fast")
     # An unsynchronised timing is a demonstration of a wrong figure, and is left alone.
     benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, synchronize_device=False)
+    benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, computed_in="tf32")
+    # precision= is the timed function's (JAX's products take it), never benchmark's own.
+    seen = []
+    benchmark(lambda x, y, precision: seen.append(precision), a, a, precision="highest", repeats=1, warmup=0)
+    assert seen == ["highest"]
     assert benchmark(np.matmul, a, a, flops=2 * 8**3, repeats=1, warmup=0).flops_per_s < 67e12
