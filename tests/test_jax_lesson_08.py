@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from test_prose_lesson_cells import lesson_cells, run_cells
+from lesson_code import lesson_cells, run_cells
 
 LESSON = "08-jax.ipynb"
 

@@ -19,8 +19,8 @@ import warnings
 
 import pytest
 import torch
+from lesson_code import Glued, code_cell, markdown, run_cell
 from stand_ins.cuda_profiles import FakeProfile, data_and_step
-from stand_ins.lesson_cells import Glue, code_cell, markdown, run_cell
 from torch import nn
 
 LESSON = "15-precision-and-data.ipynb"
@@ -42,7 +42,7 @@ class Loader(list):
 def lesson(monkeypatch):
     monkeypatch.setenv("KINETO_LOG_LEVEL", "6")
     with warnings.catch_warnings():
-        namespace = {"torch": torch, "nn": nn, "dev": torch.device("cpu"), "device": "cpu", "glue": Glue()}
+        namespace = {"torch": torch, "nn": nn, "dev": torch.device("cpu"), "device": "cpu", "glue": Glued()}
         run_cell(cell("class SlowDataset(Dataset)"), namespace)
         batches = [(torch.randn(4, 512), torch.randn(4, 1)) for _ in range(3)]
         namespace.update(in_the_loop=Loader(batches, 0), ahead=Loader(batches, 2), workers=2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import torch
-from stand_ins.lesson_cells import markdown
+from lesson_code import markdown
 
 LESSON = "15-precision-and-data.ipynb"
 

@@ -21,8 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from lesson_code import Glued, code_cell, markdown, run_cell, stored_output  # noqa: E402
 from stand_ins.cuda_profiles import FakeProfile, training_steps  # noqa: E402
-from stand_ins.lesson_cells import Glue, code_cell, markdown, run_cell, stored_output  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
 
 LESSON = "14-profiling.ipynb"
@@ -39,7 +39,7 @@ def lesson(monkeypatch):
     Kineto's log level restored afterwards."""
     monkeypatch.setenv("KINETO_LOG_LEVEL", "6")
     with warnings.catch_warnings():
-        namespace = {"device": "cpu", "glue": Glue()}
+        namespace = {"device": "cpu", "glue": Glued()}
         run_cell(cell("dev = torch.device(device)"), namespace)
         run_cell(cell("def train_step(model, optimiser, x, y, history)"), namespace)
         run_cell(cell("activities = [ProfilerActivity.CPU]"), namespace)

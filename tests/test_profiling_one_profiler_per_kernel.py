@@ -18,8 +18,8 @@ import re
 
 import pytest
 from booktoc import ROOT
+from lesson_code import code_cell, notebook, run_cell
 from lesson_solutions import solutions_in
-from stand_ins.lesson_cells import code_cell, notebook, run_cell
 
 import gpukit.scripts
 from gpukit import skip_unless

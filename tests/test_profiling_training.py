@@ -16,7 +16,7 @@ import math
 
 import pytest
 import torch
-from stand_ins.lesson_cells import code_cell, run_cell
+from lesson_code import code_cell, run_cell
 
 LESSON = "14-profiling.ipynb"
 SAMPLES_ON_THE_CPU = 4096  # the GPU setting's 65,536 would take a minute here; the width is what matters

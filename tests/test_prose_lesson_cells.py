@@ -12,76 +12,15 @@ they print and what reaches stderr, which the book's pages would show:
   reaches stderr;
 - 06: the memory snapshot's size is written in units that fit it (the H100 run printed it as "0.0 MiB").
 
-:func:`lesson_cells` and :func:`run_cells` are the helpers; tests/test_jax_lesson_08.py uses them too.
+:func:`lesson_code.lesson_cells` and :func:`lesson_code.run_cells` are the helpers.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-import nbformat
 import pytest
-from booktoc import ROOT
-
-NOTEBOOKS = ROOT / "notebooks"
-
-# The child: runs each source in one namespace, as a kernel runs cells, marking where each cell's output starts.
-CHILD = r"""
-import json
-import sys
-
-sources = json.loads(open(sys.argv[1], encoding="utf-8").read())
-namespace = {"__name__": "__main__"}
-for index, source in enumerate(sources):
-    print(f"\n<<cell {index}>>", flush=True)
-    exec(compile(source, f"<cell {index}>", "exec"), namespace)
-    sys.stdout.flush()
-print("\n<<end>>", flush=True)
-"""
-_MARK = re.compile(r"\n<<cell (\d+)>>\n")
-
-
-def lesson_cells(notebook: str, *markers: str) -> list[str]:
-    """The source of the one code cell of ``notebooks/<notebook>`` that contains each of ``markers``."""
-    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
-    sources = []
-    for marker in markers:
-        found = [cell.source for cell in nb.cells if cell.cell_type == "code" and marker in cell.source]
-        assert len(found) == 1, f"{notebook}: {len(found)} code cells contain {marker!r}, not one"
-        sources.append(found[0])
-    return sources
-
-
-@dataclass
-class CellRun:
-    outputs: list[str]  # what each source printed on stdout, in order
-    stdout: str
-    stderr: str
-    returncode: int
-
-    def failed(self) -> str:
-        return f"exit status {self.returncode}\nstdout:\n{self.stdout[-4000:]}\nstderr:\n{self.stderr[-4000:]}"
-
-
-def run_cells(sources: list[str], folder: Path, env: dict[str, str] | None = None, unset: tuple[str, ...] = (),
-              timeout: float = 300) -> CellRun:
-    """Run ``sources`` one after the other in a child Python, from the book's folder, with gpukit from this
-    repository; ``env`` adds to the environment and ``unset`` removes names from it."""
-    script = folder / "cells.json"
-    script.write_text(json.dumps(sources), encoding="utf-8")
-    child_env = {key: value for key, value in os.environ.items() if key not in unset}
-    child_env.update({"PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", **(env or {})})
-    done = subprocess.run([sys.executable, "-c", CHILD, str(script)], cwd=NOTEBOOKS, env=child_env,
-                          capture_output=True, text=True, timeout=timeout)
-    parts = _MARK.split(done.stdout.split("\n<<end>>")[0])
-    outputs = [parts[i + 1] for i in range(1, len(parts) - 1, 2)]
-    return CellRun(outputs, done.stdout, done.stderr, done.returncode)
+from lesson_code import lesson_cells, run_cells
 
 
 def test_run_cells_keeps_each_cells_output_and_stderr_apart(tmp_path):
@@ -89,7 +28,7 @@ def test_run_cells_keeps_each_cells_output_and_stderr_apart(tmp_path):
     assert run.returncode == 0, run.failed()
     assert [output.strip() for output in run.outputs] == ["one", "two"]
     assert run.stderr.strip() == "oops"
-    with pytest.raises(AssertionError, match="0 code cells"):
+    with pytest.raises(LookupError, match="0 code cells"):
         lesson_cells("02-parallel-cpu.ipynb", "no cell has this line")
 
 
