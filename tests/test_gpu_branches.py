@@ -100,7 +100,7 @@ def test_the_kernel_imports_the_stand_in_and_runs_gpu_sizes_at_the_smaller_scale
     # Without the stand-in on the path the kernel would meet this machine's CuPy (or none) and test nothing new.
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(
-        "import cupy\nprint(cupy.__version__, cupy.cuda.is_available())\n"
+        "import cupy\nprint(cupy.STAND_IN, cupy.cuda.is_available())\n"
         "gpu_ready = on_gpu = True\n"
         "print(4096 if gpu_ready else 1024, (65_536, 256) if on_gpu else (1024, 32), 2**24 if gpu_ready else 1000,"
         " 256 if not on_gpu else 8192, 0.5 if gpu_ready else 2, 'big' if gpu_ready else 'small')"))
@@ -108,7 +108,7 @@ def test_the_kernel_imports_the_stand_in_and_runs_gpu_sizes_at_the_smaller_scale
         **os.environ, "IPYTHONDIR": str(ipython_dir),
         "PYTHONPATH": os.pathsep.join([str(CUPY_ON_NUMPY), os.environ.get("PYTHONPATH", "")])})
     first, second = printed(nb).splitlines()
-    assert first.startswith("stand-in on NumPy") and first.endswith("True")
+    assert first.startswith("CuPy's interface on NumPy") and first.endswith("True")
     assert second == "1024 (1024, 32) 1000 256 0.5 big"
 
 
@@ -124,7 +124,7 @@ def test_the_cupy_lesson_runs_every_gpu_cell_without_an_error(cupy_lesson_on_the
 
 def test_the_cupy_lesson_took_its_gpu_branches(cupy_lesson_on_the_stand_in):
     text = printed(cupy_lesson_on_the_stand_in)
-    assert "CuPy stand-in on NumPy" in text and " on 1 GPU(s)" in text
+    assert "CuPy 14.2.0 on 1 GPU(s)" in text
     # The only skip left is the one that needs a CUDA build of PyTorch beside CuPy.
     skips = [line for line in text.splitlines() if line.startswith("Skipped:")]
     assert skips == ["Skipped: sharing GPU memory needs CuPy on a GPU and a CUDA build of PyTorch"], skips

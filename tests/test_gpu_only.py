@@ -13,10 +13,25 @@ from gpukit.device import gpu_required
 from gpukit.memory import device_memory
 from gpukit.timing import benchmark
 
-HAS_CUDA = torch.cuda.is_available()
+
+def usable_cuda() -> tuple[bool, str]:
+    """Whether torch can put a tensor on a CUDA GPU here, and if not, why. torch.cuda.is_available() alone is not
+    enough: a node whose driver is broken says yes, and so does the simulated GPU node (tests/gpu_node), where a
+    CPU build of torch reports the H100 and every tensor sent there fails. These tests need the real thing."""
+    if not torch.cuda.is_available():
+        return False, "torch.cuda.is_available() is False here"
+    try:
+        torch.zeros(1, device="cuda")
+    except Exception as error:  # noqa: BLE001 - whatever stops a tensor there, these tests cannot run
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return False, f"torch reports a CUDA GPU but cannot make a tensor on it ({first})"
+    return True, ""
+
+
+HAS_CUDA, NO_CUDA = usable_cuda()
 HAS_MPS = torch.backends.mps.is_available()
 
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU: torch.cuda.is_available() is False here")
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason=f"needs a usable CUDA GPU: {NO_CUDA}")
 needs_mps = pytest.mark.skipif(not HAS_MPS, reason="needs Apple's MPS: torch.backends.mps.is_available() is False")
 # Long enough that the GPU is surely still busy when the host looks, short enough not to slow the suite.
 SPIN_CYCLES = 200_000_000
@@ -26,8 +41,9 @@ def test_a_gpu_is_here_when_one_is_required():
     if HAS_CUDA or HAS_MPS:
         return
     if gpu_required():
-        pytest.fail("GPUKIT_REQUIRE_GPU is set but torch sees neither CUDA nor MPS: every GPU test would skip")
-    pytest.skip("no CUDA or MPS device here; the GPU tests in this file skip")
+        pytest.fail(f"GPUKIT_REQUIRE_GPU is set but torch can use neither CUDA ({NO_CUDA}) nor MPS: every GPU test "
+                    "would skip")
+    pytest.skip(f"no usable CUDA ({NO_CUDA}) or MPS device here; the GPU tests in this file skip")
 
 
 def busy_cuda_stream():

@@ -9,11 +9,12 @@ shown to force what it tests:
 - ``PATH`` starts with ``bin/``, whose ``nvidia-smi`` answers as that node's did;
 - ``PYTHONPATH`` starts with ``site/``, whose ``sitecustomize.py`` makes torch report the H100 (and NCCL), JAX
   a gpu backend and numba-cuda an available GPU, right after each is imported (``GPUKIT_FAKE_GPU_NODE`` says which);
-- ``cupy/`` (an importable ``cupy`` that computes nothing, and the distribution cupy-cuda13x) and ``jax_plugin/``
-  (the distribution jax-cuda13-plugin) are on ``PYTHONPATH`` too;
+- ``tests/stand_ins/cupy_on_numpy`` (CuPy's interface computing with NumPy, seen as the distribution cupy-cuda13x)
+  and ``jax_plugin/`` (the distribution jax-cuda13-plugin) are on ``PYTHONPATH`` too;
 - ``CXX=/usr/bin/g++``, as that node's compiler was named.
 
-Only the answers to "is there a GPU?" are faked: work sent to the device still fails. Use it, e.g.::
+Only the answers to "is there a GPU?" are faked: work sent to torch's device still fails (CuPy's stand-in computes,
+with NumPy). Use it, e.g.::
 
     env $(python -c "import sys; sys.path.insert(0, 'tests'); from gpu_node import shell_assignments; \\
           print(shell_assignments())") python -m pytest tests/test_preflight.py tests/test_extensions.py
@@ -32,7 +33,7 @@ from pathlib import Path
 FOLDER = Path(__file__).resolve().parent
 BIN = FOLDER / "bin"
 SITE = FOLDER / "site"
-CUPY = FOLDER / "cupy"
+CUPY = FOLDER.parent / "stand_ins" / "cupy_on_numpy"
 JAX_PLUGIN = FOLDER / "jax_plugin"
 PARTS = ("torch", "jax", "numba", "cupy")
 CXX = "/usr/bin/g++"

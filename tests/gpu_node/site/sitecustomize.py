@@ -17,7 +17,7 @@ start-up: torch, JAX, NumPy and numba.cuda are changed right after their own imp
   (``JAX_PLATFORMS=cpu``), nor where ``CUDA_VISIBLE_DEVICES`` hides the GPU: there the real JAX uses the CPU too.
 - ``numba``: ``numba.cuda.is_available()`` is true (not on the simulator, and not where ``CUDA_VISIBLE_DEVICES``
   hides the GPU), so that code goes on to compile and launch, where it meets what this machine lacks.
-- ``cupy`` needs nothing here: ``gpu_node_env`` puts the stand-in package of tests/gpu_node/cupy on the path.
+- ``cupy`` needs nothing here: ``gpu_node_env`` puts tests/stand_ins/cupy_on_numpy on the path.
 
 What a test forces in a child, whatever the machine has:
 

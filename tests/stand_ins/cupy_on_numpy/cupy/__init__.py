@@ -19,7 +19,9 @@ import numpy as _np
 
 from . import cuda, random  # noqa: F401 (cupy.cuda and cupy.random, as CuPy has them)
 
-__version__ = f"stand-in on NumPy {_np.__version__}"
+# The CuPy whose interface this follows (cupy-cuda13x 14.2.0, as on the book's first GPU node), and what it is.
+__version__ = "14.2.0"
+STAND_IN = f"CuPy's interface on NumPy {_np.__version__}"
 ndarray = _np.ndarray
 
 

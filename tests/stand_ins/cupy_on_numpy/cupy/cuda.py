@@ -1,20 +1,31 @@
-"""``cupy.cuda`` of the NumPy stand-in: one "device", always ready; streams and events that keep the host's time."""
+"""``cupy.cuda`` of the NumPy stand-in: one "device", ready unless CUDA_VISIBLE_DEVICES hides it (as CUDA would);
+streams and events that keep the host's time."""
 
 from __future__ import annotations
 
+import os
 import time
 
 NAME = "CuPy stand-in on NumPy (no GPU)"
 
 
+def _visible() -> int:
+    """The one "GPU", unless CUDA_VISIBLE_DEVICES hides it: CUDA stops at the first entry that names no device."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return 1
+    first = listed.split(",")[0].strip()
+    return 1 if first in ("0", "GPU-stand-in") else 0
+
+
 def is_available() -> bool:
-    return True
+    return _visible() > 0
 
 
 class runtime:  # noqa: N801 (CuPy's module name)
     @staticmethod
     def getDeviceCount() -> int:  # noqa: N802 (CUDA's name)
-        return 1
+        return _visible()
 
     @staticmethod
     def getDeviceProperties(device: int) -> dict:  # noqa: N802
@@ -22,7 +33,7 @@ class runtime:  # noqa: N801 (CuPy's module name)
 
     @staticmethod
     def runtimeGetVersion() -> int:  # noqa: N802
-        return 0
+        return 13000  # CUDA 13.0, as the cupy-cuda13x this stands in for
 
 
 class Device:
