@@ -60,6 +60,9 @@ GPU_TESTS = (
     "tests/test_preflight.py",
     "tests/test_distributed.py",
     "tests/test_extensions.py",
+    # Numba's real CUDA target (not the simulator) and chapter 9's GPU timing cells.
+    "tests/test_simulators.py",
+    "tests/test_kernels_lesson_gpu_paths.py",
 )
 # Seconds each step took on the first GPU run (one H100 80GB, 16 cores, 2026-11-26: ../shared/gpu-runs), two
 # lessons at a time: the order steps start in (longest first) and the plan's estimate. 03-cupy took 12.5 s there
