@@ -2,7 +2,7 @@
 
 For NVIDIA GPUs the peaks are the vendor's published figures (``gpukit/data/hardware-peaks.csv``, shipped
 inside the package, with the datasheet named in its ``source`` column), matched by device name. A GPU can
-have two arithmetic peaks for one dtype: the A100, H100, H200 and GH200 have FP64 tensor cores, which do
+have two arithmetic peaks for one dtype: the table's A100, H100, H200 and GH200 have FP64 tensor cores, which do
 float64 matrix products at twice their vector FP64 rate, while elementwise work runs on the vector units. So
 every peak is asked for an ``operation``, ``"matmul"`` or ``"elementwise"`` (:data:`OPERATIONS`), and a
 fraction of peak is only computed against the peak of the same kind of work. For the
