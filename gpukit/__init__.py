@@ -14,7 +14,8 @@ Imported from their modules:
   sockets go (:mod:`gpukit.paths`), Python run in a child process (:mod:`gpukit.scripts`);
 - measuring: size sweeps (:mod:`gpukit.sweep`), progress bars (:mod:`gpukit.progress`), plots
   (:mod:`gpukit.plots`), the benchmark suite and its files (:mod:`gpukit.bench`, :mod:`gpukit.benchmark_files`;
-  one JSON file per machine: :mod:`gpukit.machine_files`),
+  one JSON file per machine: :mod:`gpukit.machine_files`; the whole GPU run of ``make gpu-check``:
+  :mod:`gpukit.gpu_check`),
   CPU and GPU work side by side (:mod:`gpukit.overlap`), training-loss summaries (:mod:`gpukit.training`);
 - compiling: CUDA sources through nvcc (:mod:`gpukit.kernels`), launch arithmetic (:mod:`gpukit.launch`),
   Numba's simulator and Triton's interpreter (:mod:`gpukit.simulators`), C++/CUDA extension builds
