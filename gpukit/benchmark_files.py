@@ -32,9 +32,9 @@ The schema (:data:`SCHEMA`, version 1). Times are in seconds; every rate carries
 is the number of matrices for ``det+fft`` and ``null`` otherwise. ``fraction_of_peak`` is the rate over the
 device's peak for that kind of work (FLOP/s for ``matmul``, bytes/s for ``elementwise``), ``null`` where no
 peak is known. The FLOP/s peaks (``float32_flop_s``, ``float64_flop_s``) are those of matrix products: on a
-GPU with FP64 tensor cores (the peaks table's A100, H100, H200, GH200) ``float64_flop_s`` is the FP64 tensor-core figure,
-twice the vector FP64 one, and ``source`` says which figure each is. Every result's device must be listed
-in ``devices``.
+GPU with FP64 tensor cores (the peaks table's A100, H100, H200, GH200) ``float64_flop_s`` is the FP64
+tensor-core figure, twice the vector FP64 one, and ``source`` says which figure each is. Every result's device
+must be listed in ``devices``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Every CUDA library in one environment must be built for the same CUDA major: CuPy's cuBLAS module links
 ``libcublas.so.12`` or ``.so.13``, JAX's plugin and torch each load their own cuDNN, and two majors side by
-side are unsupported: they typically fail at import or at the first call into a CUDA library. The book therefore installs exactly one of:
+side are unsupported: they typically fail at import or at the first call into a CUDA library. The book
+therefore installs exactly one of:
 
 - **CUDA 13** (gpukit's ``cuda13`` extra, requirements/cuda13.txt): PyPI's torch 2.13.0, which is a CUDA 13
   build on Linux, with ``jax[cuda13]``, ``cupy-cuda13x[ctk]`` and ``numba-cuda[cu13]``;

@@ -292,8 +292,8 @@ def check_below_peak(timing: Timing, args=(), device: str | None = None, compute
             f"peak of {peak.flops_per_s / 1e12:.3g} TFLOP/s ({peak.units}; {peak.source}), so the work did not run "
             f"in {precision} as timed: the library computed in a lower precision (JAX's default matmul precision "
             f"and CuPy's CUPY_TF32 use TF32 on NVIDIA GPUs), or the timing missed work. Ask for {precision} "
-            f"(e.g. precision='highest' for a JAX product), or pass computed_in='tf32' to benchmark and say so where the "
-            f"figure is shown."
+            f"(e.g. precision='highest' for a JAX product), or pass computed_in='tf32' to benchmark and say so "
+            f"where the figure is shown."
         )
 
 
