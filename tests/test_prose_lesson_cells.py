@@ -200,5 +200,5 @@ def test_the_memory_snapshots_size_is_written_in_a_unit_that_fits_it(tmp_path):
     run = run_cells([SMALL_SNAPSHOT, snapshot], tmp_path, env={"SNAPSHOT_FOLDER": str(tmp_path)})
     assert run.returncode == 0, run.failed()
     printed = run.outputs[1]
-    assert printed.strip().endswith("snapshot.pickle (39.06 KiB)"), printed
+    assert printed.strip().endswith("snapshot.pickle (39.1 KiB)"), printed
     assert not ZERO_FIGURE.findall(printed)
