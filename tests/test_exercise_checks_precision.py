@@ -1,6 +1,7 @@
 """The checks of chapter 15's exercises beyond their cases (tests/exercise_cases_precision.py): other right answers
 pass, the check's data make float16 overflow unless scaled, and a check leaves the reader's session as it was."""
 
+import pytest
 import torch
 from exercise_cases_precision import autocast_step, make_loader, scaled_fp16_matmul, scaled_under_autocast
 from torch.utils.data import DataLoader
@@ -23,6 +24,12 @@ def test_the_checks_matrices_overflow_float16_and_scale_exactly():
     assert torch.equal(scaled_fp16_matmul(a, b).double(), exact)
 
 
+# The loader check forks its workers in a test process that may have imported JAX for another file's tests; the
+# lesson's kernel forks them with no JAX threads (tests/test_exercises.py filters the same for ex-prec-loader).
+FORKED_BESIDE_JAX = pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
+
+
+@FORKED_BESIDE_JAX
 def test_a_loader_without_persistent_workers_passes():
     def loader(dataset, device):
         return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2, prefetch_factor=4,
@@ -32,6 +39,7 @@ def test_a_loader_without_persistent_workers_passes():
     assert result, result.message
 
 
+@FORKED_BESIDE_JAX
 def test_a_check_leaves_the_random_stream_alone():
     torch.manual_seed(321)
     expected = torch.rand(3)
