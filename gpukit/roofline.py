@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from .arguments import require_positive_or_none
 
-__all__ = ["PCIE_LANE_GB_S", "Limits", "Prediction", "device_limits", "link_limits", "predict", "predicted_against",
-           "predicted_seconds"]
+__all__ = ["PCIE_LANE_GB_S", "Limits", "Prediction", "device_limits", "gpu_limits", "link_limits", "predict",
+           "predicted_against", "predicted_seconds"]
 
 # Bytes per second one PCIe lane carries in each direction, by generation, after the line code (8b/10b up to
 # generation 2, 128b/130b from generation 3): the transfer rate in GT/s x the code's payload share / 8 bits.
@@ -106,45 +106,63 @@ def _measured_copy_bandwidth(device: str) -> float:
     return copy_bandwidth(device, nbytes=64 * 2**20, repeats=5).bytes_per_s
 
 
+def _check_operation(operation: str) -> str:
+    from .hardware import OPERATIONS
+
+    if operation not in OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(map(repr, OPERATIONS))} (a product and elementwise "
+                         f"work can have different peaks), not {operation!r}")
+    return operation
+
+
+def gpu_limits(name: str, dtype: str = "float32", *, operation: str, bandwidth: float | None = None) -> Limits:
+    """The datasheet limits of the NVIDIA GPU called ``name`` (as its library reports it), for ``dtype`` and
+    ``operation``. A GPU gpukit's table does not know has none, unless ``bandwidth`` (a measured copy) is given;
+    a precision the table has no figure for (bfloat16, float16, TF32 in today's table) leaves the FLOP/s figure
+    empty, and says so."""
+    from .hardware import gpu_peak
+
+    operation = _check_operation(operation)
+    require_positive_or_none("bandwidth", bandwidth)
+    dtype = str(dtype).replace("torch.", "")
+    try:
+        peak = gpu_peak(name, dtype, operation=operation)
+        missing_flops = ""
+    except ValueError:  # the table has figures for float32 and float64 only
+        peak = gpu_peak(name, "float32", operation=operation)
+        missing_flops = f"gpukit's datasheet table has no {dtype} figure"
+    if peak is None:
+        return Limits(name, dtype, operation, None, bandwidth, "a measured copy" if bandwidth else "nothing",
+                      "measured" if bandwidth else "none", f"gpukit's datasheet table does not know the {name}")
+    flops = None if missing_flops else peak.flops_per_s
+    memory = peak.bytes_per_s or bandwidth
+    missing = "; ".join(text for text in (
+        missing_flops or ("" if flops else f"its datasheet gives no {dtype} figure"),
+        "" if memory else "its datasheet gives no memory bandwidth") if text)
+    basis = "the datasheet" if peak.bytes_per_s or not memory else "the datasheet and a measured copy"
+    return Limits(peak.device, dtype, operation, flops, memory, basis, "datasheet", missing)
+
+
 def device_limits(device: str, dtype: str = "float32", *, operation: str, bandwidth: float | None = None,
                   cores: int | None = None) -> Limits:
     """The limits of ``device`` for work in ``dtype``: ``operation`` is ``"matmul"`` or ``"elementwise"``.
 
-    A CUDA GPU in gpukit's peaks table gets its datasheet figures; one not in it gets none (the prediction then
-    says so). The CPU gets its estimated peak and a measured bandwidth: ``bandwidth`` (bytes/s of a copy the
-    lesson measured, reads and writes counted) or else a 64 MiB copy measured here once. A precision the table
-    has no figure for (bfloat16, float16, TF32 in today's table) leaves the FLOP/s figure empty, and says so.
-    ``cores`` (CPU only) estimates the peak of that many cores, e.g. 1 for a process held to one thread.
+    A CUDA GPU gets its datasheet figures (:func:`gpu_limits`). The CPU gets its estimated peak and a measured
+    bandwidth: ``bandwidth`` (bytes/s of a copy the lesson measured, reads and writes counted) or else a 64 MiB
+    copy measured here once. ``cores`` (CPU only) estimates the peak of that many cores, e.g. 1 for a process
+    held to one thread.
     """
     from .device import validate_device
-    from .hardware import OPERATIONS, device_peak, estimate_cpu_peak
+    from .hardware import estimate_cpu_peak
 
     device = validate_device(device)
-    if operation not in OPERATIONS:
-        raise ValueError(f"operation must be one of {', '.join(map(repr, OPERATIONS))} (a product and elementwise "
-                         f"work can have different peaks), not {operation!r}")
+    operation = _check_operation(operation)
     require_positive_or_none("bandwidth", bandwidth)
     dtype = str(dtype).replace("torch.", "")
     if device.startswith("cuda"):
-        try:
-            peak = device_peak(device, dtype, operation=operation)
-            missing_flops = ""
-        except ValueError:  # the table has figures for float32 and float64 only
-            peak = device_peak(device, "float32", operation=operation)
-            missing_flops = f"gpukit's datasheet table has no {dtype} figure"
-        if peak is None:
-            import torch
+        import torch
 
-            name = torch.cuda.get_device_name(device)
-            return Limits(name, dtype, operation, None, bandwidth, "a measured copy" if bandwidth else "nothing",
-                          "measured" if bandwidth else "none", f"gpukit's datasheet table does not know the {name}")
-        flops = None if missing_flops else peak.flops_per_s
-        memory = peak.bytes_per_s or bandwidth
-        missing = "; ".join(text for text in (
-            missing_flops or ("" if flops else f"its datasheet gives no {dtype} figure"),
-            "" if memory else "its datasheet gives no memory bandwidth") if text)
-        basis = "the datasheet" if peak.bytes_per_s or not memory else "the datasheet and a measured copy"
-        return Limits(peak.device, dtype, operation, flops, memory, basis, "datasheet", missing)
+        return gpu_limits(torch.cuda.get_device_name(device), dtype, operation=operation, bandwidth=bandwidth)
     if device == "cpu":
         try:
             estimate = estimate_cpu_peak(dtype, cores=cores)

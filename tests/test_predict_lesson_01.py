@@ -111,7 +111,7 @@ def test_on_a_cpu_every_claim_gets_the_estimates_prediction_and_a_ratio(cpu_esti
 def test_without_jax_or_a_known_peak_the_sentences_say_so(fake_cuda, monkeypatch, pcie5, cpu_estimate):
     ns = namespace("cuda:0", 4096)
     ns["jax"] = None
-    monkeypatch.setattr(hardware, "device_peak", lambda *args, **kwargs: None)
+    monkeypatch.setattr(hardware, "gpu_peak", lambda *args, **kwargs: None)
     for name in ("jax_predicted", "naive_predicted", "predict_story"):
         run(gluing(CELLS, name), ns)
     assert ns["glue"]["jax_predicted"] == "" and ns["glue"]["naive_predicted"] == ""

@@ -81,13 +81,7 @@ def test_the_gpu_limits_are_the_datasheets_for_the_precision_and_the_work(fake_c
     assert device_limits("cuda:0", operation="elementwise", bandwidth=1e9).bytes_per_s == 3350e9
 
 
-def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda, monkeypatch):
-    def peak_of(device, dtype="float32", *, operation):
-        if dtype not in ("float32", "float64"):
-            raise ValueError(f"peaks are known for float32 and float64, not {dtype!r}")
-        return hardware.gpu_peak("NVIDIA H100 80GB HBM3", dtype, operation=operation)
-
-    monkeypatch.setattr(hardware, "device_peak", peak_of)
+def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda):
     limits = device_limits("cuda", "bfloat16", operation="matmul")
     assert limits.flops_per_s is None and limits.bytes_per_s == 3350e9
     assert limits.missing == "gpukit's datasheet table has no bfloat16 figure"
@@ -95,7 +89,7 @@ def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda,
 
 
 def test_a_gpu_the_table_does_not_know_has_no_limits(fake_cuda, monkeypatch):
-    monkeypatch.setattr(hardware, "device_peak", lambda *args, **kwargs: None)
+    monkeypatch.setattr(hardware, "gpu_peak", lambda *args, **kwargs: None)
     limits = device_limits("cuda", operation="matmul")
     assert limits.kind == "none" and "does not know the NVIDIA H100 80GB HBM3" in limits.missing
     assert predict(1e9, 1e6, limits).seconds is None
@@ -159,6 +153,12 @@ def test_a_copy_within_memory_moves_each_byte_twice():
     prediction = predict(0, 1e9, limits)
     assert prediction.bytes_moved == 2e9 and prediction.seconds == pytest.approx(0.2) and prediction.bound == "memory"
     assert prediction.clause(0.2).startswith("the CPU's measured bandwidth predicts 200 ms (a copy within memory)")
+
+
+def test_a_gpu_is_known_by_its_name_too():
+    assert roofline.gpu_limits("NVIDIA H100 80GB HBM3", operation="matmul") == H100
+    stand_in = roofline.gpu_limits("CuPy stand-in on NumPy (no GPU)", operation="matmul")
+    assert stand_in.kind == "none" and "does not know the CuPy stand-in" in stand_in.missing
 
 
 def test_predicted_against_is_the_clause_of_the_devices_limits(fake_cuda):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
 
-from .checking import first_line, keep_output, not_a_function
+from .checking import Exercise, first_line, keep_output, kept_output, not_a_function
 
 # The learner reads figures printed to three or four significant digits: 5 % is room for that rounding, and far
 # less than the factor of 2 or more that each classic mistake makes.
@@ -95,6 +95,9 @@ def judge_function(answer, right: Callable[[float, float], float], mistakes: lis
             got = answer(peak_flops, bandwidth)
         except Exception as error:  # noqa: BLE001 - the learner's code can raise anything; say what
             return f"predicted_ms raised {type(error).__name__}: {first_line(error)}"
+        if got is None:
+            return ("predicted_ms returned None: replace the placeholder (None) with the time in milliseconds, "
+                    "from the FLOPs over peak_flops and the bytes over bandwidth.")
         value, wrong = _as_number(got, f"predicted_ms({peak_flops:.3g}, {bandwidth:.3g})")
         if wrong:
             return wrong
@@ -114,3 +117,44 @@ def judge_function(answer, right: Callable[[float, float], float], mistakes: lis
 def expected_ms(right: Callable[[float, float], float], own: tuple[float, float] | None) -> float:
     """The right prediction in ms where :func:`judge_function` kept the learner's: this device, else the first."""
     return 1e3 * right(*(own if own is not None else COMPUTE_BOUND_DEVICE))
+
+
+@dataclass(frozen=True)
+class Work:
+    """A piece of work as the roofline sees it: its FLOPs and the bytes it must move."""
+
+    flops: float
+    bytes_moved: float
+
+    def seconds(self, peak_flops: float, bandwidth: float) -> float:
+        return max(self.flops / peak_flops, self.bytes_moved / bandwidth)
+
+
+def own_limits(device: str | None, dtype: str, operation: str) -> tuple[float, float] | None:
+    """(peak FLOP/s, bandwidth) of ``device`` as gpukit knows them, or ``None`` where either is unknown."""
+    if device is None:
+        return None
+    from ..roofline import device_limits
+
+    limits = device_limits(device, dtype, operation=operation)
+    if limits.flops_per_s is None or limits.bytes_per_s is None:
+        return None
+    return limits.flops_per_s, limits.bytes_per_s
+
+
+def function_exercise(label: str, work: Callable[..., Work], mistakes: Callable[..., list[tuple[str, Work]]], *,
+                      dtype: str = "float32", operation: str = "matmul", needs: tuple[str, ...] = ("device",)
+                      ) -> Exercise:
+    """The exercise ``label`` whose answer is ``predicted_ms(peak_flops, bandwidth)`` for the work that
+    ``work(**context)`` describes; ``mistakes(**context)`` gives the classic wrong counts, each with what it is.
+    The run's ``device`` (in ``needs``) adds its own limits to the devices the check tries."""
+
+    def method(answer, **context):
+        right = work(**context)
+        wrong = [Mistake(why, mistaken.seconds) for why, mistaken in mistakes(**context)]
+        return judge_function(answer, right.seconds, wrong, own_limits(context.get("device"), dtype, operation))
+
+    def expected(**context):
+        return expected_ms(work(**context).seconds, own_limits(context.get("device"), dtype, operation))
+
+    return Exercise(label, expected, needs=needs, method=method, result=kept_output, rtol=RTOL, writes="a number")
