@@ -125,6 +125,9 @@ def gpu_limits(name: str, dtype: str = "float32", *, operation: str, bandwidth: 
     operation = _check_operation(operation)
     require_positive_or_none("bandwidth", bandwidth)
     dtype = str(dtype).replace("torch.", "")
+    if not isinstance(name, str) or not name.strip():
+        return Limits("the GPU", dtype, operation, None, bandwidth, "a measured copy" if bandwidth else "nothing",
+                      "measured" if bandwidth else "none", "its library reported no name to look it up by")
     try:
         peak = gpu_peak(name, dtype, operation=operation)
         missing_flops = ""

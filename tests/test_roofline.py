@@ -159,6 +159,7 @@ def test_a_gpu_is_known_by_its_name_too():
     assert roofline.gpu_limits("NVIDIA H100 80GB HBM3", operation="matmul") == H100
     stand_in = roofline.gpu_limits("CuPy stand-in on NumPy (no GPU)", operation="matmul")
     assert stand_in.kind == "none" and "does not know the CuPy stand-in" in stand_in.missing
+    assert "reported no name" in roofline.gpu_limits(None, operation="matmul").missing
 
 
 def test_predicted_against_is_the_clause_of_the_devices_limits(fake_cuda):
