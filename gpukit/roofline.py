@@ -320,19 +320,19 @@ class Prediction:
         return f"{said}, {_times(ratio)} times that: faster than {self._why_faster()}"
 
     def _why_faster(self) -> str:
-        """Why a measurement beat the prediction, by what the figures were: a limit cannot be beaten, so the
-        figure or the count of work was wrong."""
+        """Why a measurement beat the prediction, by what the figures were and which term bound it: a limit cannot
+        be beaten, so the figure or the count of work was wrong."""
         kind = self.limits.kind
-        if kind == "estimate":
-            return ("the estimate allows, so the estimate is low (the cores ran above the clock the system "
-                    "reports, or the data stayed in the caches, which are faster than the copy measured)")
-        if kind == "measured":
-            return ("the copy measured for the bandwidth, so that copy was slowed, by another program for "
-                    "instance, or these bytes stayed in the caches")
         if kind == "link":
             return "the link allows, so fewer bytes crossed it than were counted"
-        return ("the datasheet allows, so the data stayed in the GPU's caches, or less work was done than was "
-                "counted")
+        if self.bound == "compute":
+            if kind == "estimate":
+                return "the estimated peak allows, so the estimate is low: the cores ran above the clock it assumed"
+            return "the datasheet allows, so less work was done than was counted, or in a lower precision"
+        if kind == "datasheet":
+            return "the datasheet's bandwidth allows, so the data stayed in the GPU's caches"
+        return ("the bandwidth measured allows, so the data stayed in the caches, which are faster than memory, or "
+                "the copy that measured the bandwidth was slowed, by another program for instance")
 
     def clause(self, measured_seconds: float | None = None, what: str = "") -> str:
         """The prediction and, given a measured time, the measurement and measured / predicted, for the prose:

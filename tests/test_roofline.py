@@ -42,12 +42,14 @@ def test_a_product_is_compute_bound_and_an_expression_memory_bound_on_the_h100()
 
 
 def test_a_measurement_below_the_prediction_gets_a_reason_for_each_kind_of_limits():
-    for kind, said in [("datasheet", "GPU's caches"), ("estimate", "estimate is low"),
-                       ("measured", "copy measured for the bandwidth"), ("link", "fewer bytes crossed it")]:
+    cases = [("datasheet", 1e12, "lower precision"), ("datasheet", 1e9, "GPU's caches"),
+             ("estimate", 1e12, "estimate is low"), ("estimate", 1e9, "stayed in the caches"),
+             ("measured", 1e9, "the copy that measured the bandwidth"), ("link", 0, "fewer bytes crossed it")]
+    for kind, flops, said in cases:  # 1e12 FLOPs: compute-bound on these limits; 1e9: memory-bound
         limits = Limits("x", "float32", "copy" if kind == "link" else "matmul", 1e12, 1e11, "the figures", kind)
-        prediction = predict(1e12, 1e9, limits)
+        prediction = predict(flops, 1e9, limits)
         assert "faster than" not in prediction.clause(AT_PREDICTION * prediction.seconds)
-        assert said in prediction.clause(0.5 * prediction.seconds), kind
+        assert said in prediction.clause(0.5 * prediction.seconds), (kind, flops)
 
 
 def test_several_measurements_share_one_prediction_and_one_reason():
