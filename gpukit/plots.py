@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -183,3 +186,21 @@ def plot_speedups(speedups: pd.DataFrame, *, xlabel: str = "problem size", title
     style_axes(ax)
     fig.tight_layout()
     return fig
+
+
+def figure_html(fig, alt: str, *, dpi: int = 100):
+    """``fig`` as an IPython ``HTML`` object holding the PNG inline (a ``data:`` URI) with ``alt`` as its text.
+
+    For a figure glued on one page and shown on another: myst-nb pastes a glued output into another document
+    (``{glue:any}`` with ``:doc:``) as raw HTML, but a glued PNG only as a link to an image file that the other page
+    may never have written; an inline image needs no file. ``alt`` says what the figure shows, for a reader who
+    cannot see it."""
+    from IPython.display import HTML
+
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("a figure on a page needs alt text that says what it shows")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt, quote=True)}" '
+                'style="max-width: 100%; height: auto;">')
