@@ -135,3 +135,4 @@ def test_figure_html_holds_the_png_inline_with_its_alt_text():
     assert found.group(2) == "speed-up of &quot;gpu&quot; over cpu &amp; more"
     with pytest.raises(ValueError, match="alt text"):
         figure_html(fig, alt=" ")
+
