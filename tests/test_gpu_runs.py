@@ -190,19 +190,26 @@ def test_the_stamp_is_read_back_as_the_page_and_the_notebook_show_it():
 
 
 # ------------------------------------------------------------------------------------------ end to end
-def tiny_book(root: Path) -> Path:
+def tiny_book(root: Path, glued: bool = False) -> Path:
     """A book of one lesson, configured as the book is where it matters here (the execution cache, stderr fails
-    the strict build, only the toc's files are built), with the GPU-run note's extension from this clone."""
+    the strict build, only the toc's files are built, ``{eval}`glued.<name>``` in the prose), with the GPU-run
+    note's extension from this clone. ``glued``: the lesson ends by gluing a value that its last sentence shows."""
     (root / "notebooks").mkdir(parents=True)
     (root / "intro.md").write_text("# Tiny book\n")
     (root / "_toc.yml").write_text(yaml.safe_dump({"format": "jb-book", "root": "intro",
                                                    "chapters": [{"file": f"notebooks/{LESSON}"}]}))
     config = {"title": "Tiny", "only_build_toc_files": True, "exclude_patterns": ["_build"],
               "execute": {"execute_notebooks": "cache", "timeout": 120, "cache": str(root / "_build" / "cache")},
-              "sphinx": {"local_extensions": {"gpu_runs": str(ROOT / "_ext")},
-                         "config": {"nb_output_stderr": "warn", "nb_merge_streams": True}}}
+              "sphinx": {"local_extensions": {"gpu_runs": str(ROOT / "_ext"), "glued_eval": str(ROOT / "_ext")},
+                         "config": {"nb_output_stderr": "warn", "nb_merge_streams": True,
+                                    "nb_eval_name_regex": r"^glued\.[A-Za-z_][A-Za-z0-9_]*$"}}}
     (root / "_config.yml").write_text(yaml.safe_dump(config))
-    nbformat.write(lesson(), root / "notebooks" / f"{LESSON}.ipynb")
+    nb = lesson()
+    if glued:
+        nb.cells += [code('from gpukit import glue\n\nglue("total", f"{sum(range(10)):,}")'),
+                     nbformat.v4.new_markdown_cell("The sum, glued: {eval}`glued.total`.")]
+        nb.cells[-2]["id"], nb.cells[-1]["id"] = "5", "6"
+    nbformat.write(nb, root / "notebooks" / f"{LESSON}.ipynb")
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org"]
     for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "a tiny book"]):
         subprocess.run([*git, *command], check=True, capture_output=True)
@@ -271,7 +278,7 @@ def test_make_book_takes_a_kept_run_in_place_of_executing_and_runs_the_cpu_again
 
 def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_code_changes(tmp_path, monkeypatch,
                                                                                             capsys):
-    book = tiny_book(tmp_path / "book")
+    book = tiny_book(tmp_path / "book", glued=True)
     done = make_gpu_check_on_the_simulated_node(book, tmp_path / "check")
     assert "Kept 1 lesson(s) as a GPU run" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = g.load_gpu_runs(book)
@@ -297,6 +304,7 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     assert stamp_problem(page(book), gpu) is None and note_problem(page(book), gpu) is None
     assert "Running on cuda:0 (NVIDIA H100 80GB HBM3" in page(book) and f"driver {DRIVER}" in page(book)
+    assert "The sum, glued: 45." in page_text(page(book))  # the run's glued values reach the prose
 
     # New prose, same code: still the run, without executing anything.
     nb = nbformat.read(book / "notebooks" / f"{LESSON}.ipynb", as_version=4)
