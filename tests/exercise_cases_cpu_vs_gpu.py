@@ -6,6 +6,7 @@ import statistics
 import time
 
 import numpy as np
+import pytest
 import torch
 
 from gpukit.device import pick_device
@@ -80,13 +81,40 @@ def make_wave(n):
     return torch.sin(torch.linspace(0, 2 * math.pi, n, device=device))
 
 
+def float64_prediction():
+    """The lesson's solution, on the CPU (whose peak gpukit estimates on any Linux machine with SIMD flags): the
+    CPU has no datasheet bandwidth, so the lesson passes the copy it measured; a made-up 20 GB/s stands in here."""
+    from gpukit.hardware import device_peak
+
+    n, bandwidth = 512, 20e9
+    peak64 = device_peak("cpu", "float64", operation="matmul")
+    if peak64 is None:
+        pytest.skip("no CPU peak can be estimated on this machine (no /proc/cpuinfo SIMD flags)")
+    predicted_ms = 1e3 * max(2 * n**3 / peak64.flops_per_s, 3 * 8 * n * n / bandwidth)
+    return predicted_ms, {"device": "cpu", "n": n, "bandwidth": bandwidth}
+
+
+def float64_prediction_with(factor):
+    answer, context = float64_prediction()
+    return answer * factor
+
+
 SOLUTIONS = {
     "ex-cpu-gpu-time-by-hand": lambda: (timed, {}),
     "ex-cpu-gpu-transfer-share": lambda: (180 / 250, {}),
     "ex-cpu-gpu-create-on-device": lambda: (make_wave, {}),
+    "ex-cpu-gpu-predict-float64": float64_prediction,
 }
 
 WRONG_ANSWERS = {
+    # On a CPU the float64 peak is half the float32 one, and the product is compute-bound at n = 512: the float32
+    # peak and a multiply-add counted once both give half the time; seconds for milliseconds a thousandth.
+    "ex-cpu-gpu-predict-float64": lambda: [
+        (float64_prediction_with(0.5), "multiply-add"),
+        (float64_prediction_with(1e-3), "a thousand times off"),
+        (float64_prediction_with(1.5), "too large"),
+        ("12 ms", "a number"),
+    ],
     "ex-cpu-gpu-time-by-hand": lambda: [
         (unsynchronised, "the clock stopped when the work was queued"),
         (first_call, "it includes the first call"),

@@ -8,6 +8,7 @@ pointers, a kernel that C++ renames, too few blocks, a Python float for a float 
 import numpy as np
 import pytest
 
+from gpukit.device import pick_device
 from gpukit.host_kernels import HostKernel
 
 
@@ -158,10 +159,27 @@ def _launch_wrong_answers():
     ]
 
 
+PREDICT_N = 512
+
+
+def predicted_ms(peak_flops, bandwidth, n=PREDICT_N):
+    """The lesson's solution of ex-cupy-predict-matmul."""
+    return 1e3 * max(2 * n**3 / peak_flops, 3 * 4 * n * n / bandwidth)
+
+
+def prediction_with(flops, nbytes):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
+
+
+def prediction_that_raises(peak_flops, bandwidth):
+    return 1e3 * 2 * n**3 / peak_flops  # noqa: F821 - the classic slip: n is the lesson's, not defined here
+
+
 SOLUTIONS = {
     "ex-cupy-softmax": lambda: (softmax_any, {}),
     "ex-cupy-rawkernel": _rawkernel_solution,
     "ex-cupy-launch": _launch_solution,
+    "ex-cupy-predict-matmul": lambda: (predicted_ms, {"device": pick_device(), "n": PREDICT_N}),
 }
 
 WRONG_ANSWERS = {
@@ -174,4 +192,14 @@ WRONG_ANSWERS = {
     ],
     "ex-cupy-rawkernel": _rawkernel_wrong_answers,
     "ex-cupy-launch": _launch_wrong_answers,
+    "ex-cupy-predict-matmul": lambda: [
+        (prediction_with(PREDICT_N**3, 12 * PREDICT_N**2), "multiply-add"),
+        (prediction_with(2 * PREDICT_N**3, 4 * PREDICT_N**2), "one matrix only"),
+        (prediction_with(2 * PREDICT_N**3, 24 * PREDICT_N**2), "8 bytes per element"),
+        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) / 1e3, "a thousand times off"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (prediction_that_raises, "raised NameError"),
+        (predicted_ms(1e12, 1e11), "expected your function itself"),
+        (lambda peak_flops, bandwidth: 1.0, "too"),
+    ],
 }

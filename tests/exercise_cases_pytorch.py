@@ -176,7 +176,20 @@ def fit_highest_power_first(times, values):  # as torch.vander orders the column
     return torch.linalg.solve(vander.mT @ vander, vander.mT @ values.unsqueeze(-1)).squeeze(-1)
 
 
+BATCH, K = 2_000, 8
+
+
+def predicted_ms(peak_flops, bandwidth, batch=BATCH, k=K):
+    """The lesson's solution of ex-torch-predict-bmm."""
+    return 1e3 * max(2 * batch * k**3 / peak_flops, 3 * 4 * batch * k * k / bandwidth)
+
+
+def prediction_with(flops, nbytes):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-torch-predict-bmm": lambda: (predicted_ms, {"device": _device(), "batch": BATCH, "k": K}),
     "ex-torch-fix-mismatch": lambda: (standardise_anywhere, _context()),
     "ex-torch-no-item": lambda: (train_without_waiting, _context()),
     "ex-torch-compile-break": lambda: (rescaled_in_one_graph, _context()),
@@ -185,6 +198,14 @@ SOLUTIONS = {
 
 
 WRONG_ANSWERS = {
+    "ex-torch-predict-bmm": lambda: [
+        (prediction_with(BATCH * K**3, 12 * BATCH * K * K), "multiply-add"),
+        (prediction_with(2 * K**3, 12 * K * K), "one matrix's work"),
+        (prediction_with(2 * BATCH * K**3, 4 * BATCH * K * K), "one stack only"),
+        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) * 1e3, "a thousand times off"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (predicted_ms(1e12, 1e11), "expected your function itself"),
+    ],
     "ex-torch-fix-mismatch": lambda: [
         (standardise_on_the_host, "made on a fixed device"),
         (standardise_on_a_fixed_device, "meta device"),

@@ -15,6 +15,13 @@ Creating on the device (``ex-cpu-gpu-create-on-device``). The learner's ``make_w
 on the chosen device; the check watches the torch functions it calls (a ``TorchFunctionMode``) and rejects a
 copy (``.to(device)``, ``.cuda()``, ``copy_``, ``torch.tensor``) whatever the device, so that the mistake shows on
 a machine without a GPU too, where a copy to the "device" is a copy within RAM.
+
+Predicting the float64 product (``ex-cpu-gpu-predict-float64``). Before the lesson times the product of two
+``n`` x ``n`` float64 matrices, the learner predicts its time in milliseconds from the device's limits: the
+float64 matrix-product peak (``device_peak``) and the bandwidth (the datasheet's, or the copy the lesson measured,
+passed as ``bandwidth``). The check compares it with gpukit's own prediction (:mod:`gpukit.roofline`) and names
+the classic mistakes: a multiply-add counted as one FLOP, the float32 peak, float32's 4-byte elements, the bytes
+of one matrix only.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import threading
 import time
 from numbers import Real
 
+from ._predicting import RTOL, judge_number
 from .checking import Exercise, register
 
 # --------------------------------------------------------------------------------------- timing by hand
@@ -266,10 +274,38 @@ def _wave_on_the_chosen_device():
     return torch.sin(torch.linspace(0, 2 * math.pi, WAVE_LENGTH, dtype=torch.float32, device=pick_device()))
 
 
+# ------------------------------------------------------------------------------ predicting the float64 product
+def _float64_product(device: str, n: int, bandwidth: float, *, dtype: str = "float64", per_multiply_add: int = 2,
+                     element: int = 8, operands: int = 3) -> float | None:
+    """Milliseconds gpukit predicts for an n x n product in ``dtype`` (the keywords make the classic mistakes)."""
+    from .. import roofline
+
+    limits = roofline.device_limits(device, dtype, operation="matmul", bandwidth=bandwidth)
+    prediction = roofline.predict(per_multiply_add * n**3, operands * element * n * n, limits)
+    return 1e3 * prediction.seconds if prediction.complete else None
+
+
+def _predicts_the_float64_product(answer, device: str, n: int, bandwidth: float) -> str | None:
+    right = _float64_product(device, n, bandwidth)
+    if right is None:
+        return (f"gpukit knows no float64 peak for {device}, so there is no prediction to compare yours with; on "
+                "such a device the solution skips.")
+    mistakes = [("counting a multiply-add as one FLOP (a product of n x n matrices does 2 n^3)",
+                 _float64_product(device, n, bandwidth, per_multiply_add=1)),
+                ("the float32 peak (the product is in float64)",
+                 _float64_product(device, n, bandwidth, dtype="float32")),
+                ("counting 4 bytes per element (float64 has 8)", _float64_product(device, n, bandwidth, element=4)),
+                ("counting the bytes of one matrix only (two are read and one written)",
+                 _float64_product(device, n, bandwidth, operands=1))]
+    return judge_number(answer, right, [(why, ms) for why, ms in mistakes if ms is not None])
+
+
 register(
     Exercise("ex-cpu-gpu-time-by-hand", lambda: WORK_SECONDS, method=_times_one_warm_call_correctly,
              result=_seconds_of_the_cold_run, rtol=(LONGEST - WORK_SECONDS) / WORK_SECONDS, writes="device code"),
     Exercise("ex-cpu-gpu-transfer-share", lambda: (2 + 1) * 60 / ((2 + 1) * 60 + 70), rtol=1e-3, writes="a number"),
     Exercise("ex-cpu-gpu-create-on-device", _wave_on_the_chosen_device, method=_creates_on_the_device,
              result=lambda make_wave: make_wave(WAVE_LENGTH), rtol=1e-5, atol=1e-5, writes="device code"),
+    Exercise("ex-cpu-gpu-predict-float64", _float64_product, needs=("device", "n", "bandwidth"),
+             method=_predicts_the_float64_product, rtol=RTOL, writes="a number"),
 )

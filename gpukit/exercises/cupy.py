@@ -6,6 +6,9 @@
   with more threads than elements, through CuPy on a GPU where there is one, else on the CPU, thread after
   thread (:mod:`gpukit.host_kernels`), with guard zones around the output that catch a write past its end.
 - ``ex-cupy-launch``: the launch of a given kernel (grid, block, argument types), run the same two ways.
+- ``ex-cupy-predict-matmul``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the lesson's ``n`` x ``n``
+  float32 product on a device with those limits, written before NumPy's product is timed; tried on a
+  compute-bound device, a memory-bound one and the run's own (:mod:`._predicting`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ..arrays import library_of
 from ..device import pick_device
 from ..host_kernels import HostCompileError, HostKernel, HostLaunchError, Param, check_kernel_arguments
 from ..kernels import CudaCompileError, compile_cuda, find_nvcc, ptx_entries
+from ._predicting import Work, function_exercise
 from .checking import Exercise, compare, register
 
 # ------------------------------------------------------------------ ex-cupy-softmax
@@ -362,3 +366,19 @@ register(
     Exercise("ex-cupy-launch", _launch_expected, method=_launch_problems, result=_launch_output,
              writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-cupy-predict-matmul
+def _product(n: int, **_) -> Work:
+    return Work(2 * n**3, 3 * 4 * n * n)  # n*n results of n multiply-adds; two float32 matrices read, one written
+
+
+def _product_mistakes(n: int, **_) -> list[tuple[str, Work]]:
+    return [("counting a multiply-add as one FLOP (n x n results of n multiply-adds are 2 n^3 FLOPs)",
+             Work(n**3, 3 * 4 * n * n)),
+            ("counting the bytes of one matrix only (two are read and one written)", Work(2 * n**3, 4 * n * n)),
+            ("counting the inputs' bytes only (the product is written too)", Work(2 * n**3, 2 * 4 * n * n)),
+            ("counting 8 bytes per element (float32 has 4)", Work(2 * n**3, 3 * 8 * n * n))]
+
+
+register(function_exercise("ex-cupy-predict-matmul", _product, _product_mistakes, needs=("device", "n")))

@@ -18,6 +18,11 @@ Each exercise asks for a function, and the check runs it on the lesson's device 
   operations for more problems; a batched version does not), runs it on ``meta`` for host-made tensors, and
   compares the fits with a ``float64`` reference.
 
+One more asks for a prediction, not for device code: ``ex-torch-predict-bmm``, ``predicted_ms(peak_flops,
+bandwidth)``, the least time of ``torch.bmm`` on the lesson's ``batch`` of ``k`` x ``k`` float32 matrices, written
+before the lesson times it; the check tries it on a compute-bound and a memory-bound device and on the run's own
+(:mod:`._predicting`).
+
 The checks run the learner's function once, in the ``method`` step, and hand what it returned to the
 comparison (``result``) through :func:`.checking.keep_output`.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, register
 from .checking import first_line as _first_line
 from .checking import keep_output as _kept
@@ -372,3 +378,21 @@ register(
     Exercise("ex-torch-batched-fit", _fits_in_float64, needs=("device",), rtol=1e-3, atol=1e-4,
              method=_fits_in_one_batch, result=_output_of, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-torch-predict-bmm
+def _batched_products(batch: int, k: int, **_) -> Work:
+    # batch products of k x k matrices: k * k results of k multiply-adds each; three float32 stacks moved
+    return Work(2 * batch * k**3, 3 * 4 * batch * k * k)
+
+
+def _batched_product_mistakes(batch: int, k: int, **_) -> list[tuple[str, Work]]:
+    return [("counting a multiply-add as one FLOP", Work(batch * k**3, 12 * batch * k * k)),
+            ("counting one matrix's work and bytes, not the whole batch's", Work(2 * k**3, 12 * k * k)),
+            ("counting the bytes of one stack only (a and b are read, the products written)",
+             Work(2 * batch * k**3, 4 * batch * k * k)),
+            ("counting 8 bytes per element (float32 has 4)", Work(2 * batch * k**3, 24 * batch * k * k))]
+
+
+register(function_exercise("ex-torch-predict-bmm", _batched_products, _batched_product_mistakes,
+                           needs=("device", "batch", "k")))
