@@ -60,6 +60,8 @@ help:
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
 	@echo "make gpu-check - on a GPU node: the preflight, every lesson, the GPU tests and the bench, in the environment"
 	@echo "             that is here (installs nothing); report in _build/gpu-check/<date>-<device>/"
+	@echo "             GPU_CHECK_FLAGS=--save-run also keeps the lessons that passed in data/gpu-runs/: commit that"
+	@echo "             folder, and make book builds their pages from it while their code is unchanged"
 	@echo "make clean  - remove _build (keeps .venv)"
 
 # What each command installs into .venv, as gpukit's extras: `make book` the lessons and the book build;
@@ -136,6 +138,8 @@ bench: setup
 # The whole GPU run again (gpukit/gpu_check.py): in the environment that is here, .venv where it exists, else
 # $(PYTHON) (a cluster module's Python, say). It installs nothing, so it runs on a compute node without network.
 # Options go in GPU_CHECK_FLAGS: make gpu-check GPU_CHECK_FLAGS="--budget 1200" (python -m gpukit gpu-check -h).
+# --save-run keeps the lessons that passed as a GPU run in data/gpu-runs/<date>-<device>-<stack>/, which `make book`
+# (scripts/execute_notebooks.py) builds their pages from while their code is unchanged (data/gpu-runs/README.md).
 gpu-check: state-dirs
 	@if [ -x $(BIN)/python ]; then python=$(BIN)/python; else python="$(PYTHON)"; fi; \
 		"$$python" -m gpukit gpu-check $(GPU_CHECK_FLAGS)

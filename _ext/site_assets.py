@@ -49,6 +49,9 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
 
 
 def setup(app):
+    # The note under a lesson's stamp that says whose run the page shows (gpu_runs.py, beside this file), set up
+    # with the site's other parts: _config.yml's local_extensions may list it too (Sphinx sets an extension up once).
+    app.setup_extension("gpu_runs")
     app.connect("config-inited", point_sphinx_at_local_mathjax)
     app.connect("html-page-context", drop_duplicate_scripts)
     app.connect("build-finished", copy_mathjax)

@@ -13,6 +13,18 @@ On each device present (:func:`gpukit.available_devices`) it times, with :func:`
 - ``det+fft``: a batch of complex64 matrices, each a determinant and a 2-D FFT (the workload of chapter
   12), where ``torch.linalg.det`` fails it uses an LU factorisation.
 
+Then it looks for the best each device can achieve, beside its datasheet (a maximum-achievable-matmul search, as
+Stas Bekman's mamf-finder does, in ml-engineering's compute/accelerator/benchmarks): for matrix products in each
+precision of :data:`gpukit.hardware.MATMUL_PRECISIONS` the device has (float32, TF32, bfloat16, float16, float64),
+it times products over a grid of shapes m x n x k near the sizes the lessons use (:func:`search_for`), each into a
+preallocated output after a warm-up, and keeps the fastest, or the fastest row of the size sweep where that was
+faster; for copies, the fastest size of each copy row (they already copy into preallocated buffers). TF32 is
+float32 data with PyTorch's float32 matmul precision set to ``"high"`` (``torch.set_float32_matmul_precision``:
+TF32 on an NVIDIA GPU from compute capability 8.0, the A100); every other product runs at ``"highest"``. A
+precision the device lacks is recorded with the reason. The record's ``achievable`` section per device holds both
+(schema in :mod:`gpukit.benchmark_files`), with the datasheet figure of each precision where gpukit's table has
+one, so that pages quote a measurement as a fraction of the datasheet and of the achievable.
+
 The record (schema in :mod:`gpukit.benchmark_files`) names the machine, its CPU, clocks where readable,
 library, CUDA and driver versions, the command and the date, and gives each result's rate with its unit
 and its fraction of the device's peak where the peak is known: a published figure for a known NVIDIA GPU
@@ -20,25 +32,31 @@ and its fraction of the device's peak where the peak is known: a published figur
 FP64 tensor cores);
 for the CPU the estimate of :func:`gpukit.hardware.estimate_cpu_peak`, or the best rate measured where that
 beat the estimate (:func:`gpukit.hardware.practical_ceiling`), and the measured copy bandwidth for memory.
-``--quick`` runs every benchmark of the full run, the four transfers included where there is a GPU, at small
-sizes and with few repeats (a few seconds), for tests, and writes its file under
+The software record names the book's CUDA stack the run's torch belongs to (``cuda13`` or ``cuda12``, from the
+CUDA major of ``torch.version.cuda``; :func:`gpukit.benchmark_files.cuda_stack_of`).
+``--quick`` runs every benchmark of the full run, the four transfers and the search included where there is a
+GPU, at small sizes and with few repeats (a few seconds), for tests, and writes its file under
 ``_build/cache/benchmarks-quick/`` unless ``--folder`` is given, so that it never replaces a measurement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import itertools
 import os
 import platform
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
-from .benchmark_files import write_benchmark_file
+from .benchmark_files import cuda_stack_of, write_benchmark_file
 
-__all__ = ["PAGEABLE_TRANSFERS", "PINNED_TRANSFERS", "Plan", "add_bench_command", "copy_benchmarks",
-           "machine_description", "plan_for", "run_bench_command", "run_suite"]
+__all__ = ["PAGEABLE_TRANSFERS", "PINNED_TRANSFERS", "Plan", "Search", "achievable", "add_bench_command", "add_peaks",
+           "copy_benchmarks", "machine_description", "plan_for", "run_bench_command", "run_suite", "search_for",
+           "search_matmul"]
 
 
 @dataclass(frozen=True)
@@ -153,7 +171,7 @@ def software_record() -> dict:
 
     driver = _nvidia_smi("driver_version")
     software = {"torch": torch.__version__, "numpy": numpy.__version__, "cuda": torch.version.cuda,
-                "driver": driver[0] if driver else None}
+                "driver": driver[0] if driver else None, "cuda_stack": cuda_stack_of(torch.version.cuda)}
     if torch.backends.mps.is_available():
         software["macos"] = platform.mac_ver()[0] or None
     for name in ("cupy", "jax"):
@@ -252,6 +270,225 @@ def _det_fft(device, n, batch):
     return (lambda: (det(a), torch.fft.fft2(a))), batch, det is lu_determinant
 
 
+# ------------------------------------------------------------------------------------------ achievable peaks
+@dataclass(frozen=True)
+class Search:
+    """The shapes the search for the achievable matmul rate times on one device, and how long it may take.
+
+    Every m x n x k of the three tuples is timed (smallest first) in each precision, each the median of
+    ``repeats`` products after a warm-up; a precision stops taking new shapes once ``budget_s`` seconds have gone
+    (after its first shape), and the notes say how many it timed."""
+
+    m: tuple[int, ...]
+    n: tuple[int, ...]
+    k: tuple[int, ...]
+    repeats: int
+    budget_s: float
+
+    def shapes(self) -> list[tuple[int, int, int]]:
+        return sorted(itertools.product(self.m, self.n, self.k), key=lambda s: (s[0] * s[1] * s[2], s))
+
+    def describe(self) -> str:
+        def sizes(values):
+            return "{" + ", ".join(map(str, values)) + "}"
+
+        return (f"the fastest of the size sweep's products and of a search over m in {sizes(self.m)}, n in "
+                f"{sizes(self.n)}, k in {sizes(self.k)} ({len(self.shapes())} shapes, at most {self.budget_s:g} s "
+                f"per precision), each shape the median of {self.repeats} products into a preallocated output "
+                f"after a warm-up")
+
+
+# Shapes near the sizes the lessons use: chapter 1 sweeps square products up to 4,096 on a GPU (1,024 on the CPU),
+# the suite up to 8,192 (4,096); non-square and non-power-of-two shapes can fill a GPU's SMs better (mamf-finder's
+# observation), hence 6,144 and the rectangles.
+# The budgets bound the search where a precision is slow (float64 on most inference GPUs, float16 on many CPUs):
+# on an H100 all 48 shapes of a precision take a few seconds.
+_SEARCH = {
+    "gpu": Search(m=(2048, 4096, 6144, 8192), n=(2048, 4096, 6144, 8192), k=(2048, 4096, 8192), repeats=5,
+                  budget_s=20.0),
+    "cpu": Search(m=(512, 1024, 2048), n=(512, 1024, 2048), k=(512, 1024, 2048), repeats=3, budget_s=30.0),
+}
+_QUICK_SEARCH = Search(m=(32, 64), n=(32, 64), k=(32, 64), repeats=2, budget_s=5.0)
+
+
+def search_for(device: str, quick: bool = False) -> Search:
+    """The shapes to search on ``device``: small ones with ``quick``; larger on a GPU than on the CPU."""
+    return _QUICK_SEARCH if quick else _SEARCH["cpu" if device == "cpu" else "gpu"]
+
+
+# torch's dtype for each precision; TF32 multiplies float32 data.
+_TORCH_DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16",
+                 "float64": "float64"}
+
+
+@contextlib.contextmanager
+def _matmul_precision(precision: str):
+    """PyTorch's float32 matmul precision for ``precision``'s products: ``"high"`` (TF32 where the GPU has it) for
+    TF32, ``"highest"`` for everything else; the setting in force before comes back afterwards."""
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _why_not(device: str, precision: str) -> str | None:
+    """Why ``device`` cannot compute a matrix product in ``precision``, or None where it can."""
+    import torch
+
+    from .backends import short_error
+
+    kind = device.split(":")[0]
+    if precision == "tf32":
+        if kind != "cuda":
+            return f"TF32 is a format of NVIDIA GPUs' tensor cores; {kind} has none"
+        props = torch.cuda.get_device_properties(device)
+        if (props.major, props.minor) < (8, 0):
+            return (f"TF32 needs compute capability 8.0 (the A100) or later; {props.name} is "
+                    f"{props.major}.{props.minor}, where PyTorch's 'high' precision still computes in float32")
+    if precision == "float64" and kind == "mps":
+        return "MPS has no float64"
+    try:
+        with _matmul_precision(precision):
+            a = torch.ones(8, 8, dtype=getattr(torch, _TORCH_DTYPES[precision]), device=device)
+            torch.matmul(a, a)
+    except (RuntimeError, TypeError, NotImplementedError) as error:
+        return f"{precision} products fail on {device}: {short_error(error)}"
+    return None
+
+
+def search_matmul(device: str, precision: str, search: Search, notes: list[str] | None = None,
+                  progress=None) -> dict | None:
+    """The fastest matrix product in ``precision`` over ``search``'s shapes on ``device``: a dict with ``flop_s``,
+    the shape (``m``, ``n``, ``k``), its ``median`` time and ``shapes_timed``; None if no shape could be timed.
+
+    Each shape's inputs and output are allocated before the timing, and every timed product writes the same output
+    (``torch.matmul(a, b, out=c)``), so that the time is the product's alone. The products are timed with
+    :func:`gpukit.benchmark`, which waits for the device before each clock stops and, given the FLOPs, refuses a
+    float32 or float64 rate above the GPU's datasheet peak (:class:`gpukit.timing.ImpossibleSpeed`): such a shape
+    is left out, with a note. A shape that does not fit in memory is left out too."""
+    import torch
+
+    from .backends import short_error
+    from .timing import ImpossibleSpeed, benchmark
+
+    notes = notes if notes is not None else []
+    dtype = getattr(torch, _TORCH_DTYPES[precision])
+    shapes = search.shapes()
+    best, timed, started = None, 0, time.perf_counter()
+    with _matmul_precision(precision):
+        for m, n, k in shapes:
+            if timed and time.perf_counter() - started > search.budget_s:
+                notes.append(f"matmul search on {device} in {precision}: stopped after {timed} of {len(shapes)} "
+                             f"shapes, at the time budget of {search.budget_s:g} s")
+                break
+            try:
+                a = torch.randn(m, k, dtype=dtype, device=device)
+                b = torch.randn(k, n, dtype=dtype, device=device)
+                c = torch.empty(m, n, dtype=dtype, device=device)
+                timing = benchmark(torch.matmul, a, b, out=c, repeats=search.repeats, device=device,
+                                   label=f"{precision} matmul {m}x{n}x{k}", flops=2 * m * n * k,
+                                   computed_in=None if precision in ("float32", "float64") else precision)
+            except ImpossibleSpeed as error:
+                notes.append(f"matmul search on {device} in {precision}: {m} x {n} x {k} left out, faster than the "
+                             f"datasheet allows ({short_error(error, 160)})")
+                continue
+            except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+                notes.append(f"matmul search on {device} in {precision}: {m} x {n} x {k} left out "
+                             f"({short_error(error)})")
+                continue
+            finally:
+                a = b = c = None
+                if progress is not None:
+                    progress()
+            timed += 1
+            rate = 2 * m * n * k / timing.median
+            if best is None or rate > best["flop_s"]:
+                best = {"flop_s": rate, "m": m, "n": n, "k": k, "median": timing.median}
+    if best is None:
+        return None
+    return {**best, "shapes_timed": timed}
+
+
+def _matmul_peak(device: str, precision: str, peaks: dict) -> tuple[float | None, str]:
+    """The peak a ``precision`` product on ``device`` is a fraction of, and where it comes from (or why none)."""
+    if precision in ("float32", "float64"):
+        value = peaks.get(f"{precision}_flop_s")
+        return value, peaks["source"] if value else f"no {precision} peak: {peaks['source']}"
+    if device.startswith("cuda"):
+        import torch
+
+        from .hardware import gpu_peak
+
+        name = torch.cuda.get_device_name(device)
+        peak = gpu_peak(name, precision, operation="matmul")
+        if peak is None:
+            return None, f"no datasheet figure: no row of gpukit/data/hardware-peaks.csv matches {name!r}"
+        if peak.flops_per_s is None:
+            return None, peak.source
+        return peak.flops_per_s, f"published: {peak.source} ({precision} matmul on {peak.units})"
+    if device == "cpu":
+        return None, f"no estimate of the CPU's {precision} peak (gpukit estimates float32 and float64 only)"
+    return None, "unknown: Apple publishes no per-chip peaks that gpukit can match"
+
+
+def achievable(device: str, results: list[dict], search: Search, notes: list[str], progress=None) -> dict:
+    """The device's ``achievable`` section (schema in :mod:`gpukit.benchmark_files`), without its peaks (see
+    :func:`add_peaks`): the search's best product in each precision, or the size sweep's where that was faster, and
+    the fastest size of each copy row."""
+    from .hardware import MATMUL_PRECISIONS
+
+    matmul, not_measured = {}, {}
+    for precision in MATMUL_PRECISIONS:
+        why = _why_not(device, precision)
+        if why is not None:
+            not_measured[precision] = why
+            if progress is not None:
+                for _ in search.shapes():
+                    progress()
+            continue
+        found = search_matmul(device, precision, search, notes, progress)
+        rows = [r for r in results if r["benchmark"] == "matmul" and r["dtype"] == precision]
+        sweep = max(rows, key=lambda r: r["rate"], default=None)
+        if sweep is not None and (found is None or sweep["rate"] * 1e9 > found["flop_s"]):
+            n = sweep["size"]
+            found = {"flop_s": sweep["rate"] * 1e9, "m": n, "n": n, "k": n, "median": sweep["median"],
+                     "found_by": "size sweep", "shapes_timed": (found or {}).get("shapes_timed", 1)}
+        elif found is not None:
+            found["found_by"] = "search"
+        if found is None:
+            not_measured[precision] = f"no shape of the search could be timed on {device} (see the notes)"
+            continue
+        matmul[precision] = found
+    bandwidth = {}
+    for name in copy_benchmarks(device):
+        rows = [r for r in results if r["benchmark"] == name]
+        if rows:
+            best = max(rows, key=lambda r: r["rate"])
+            bandwidth[name] = {"bytes_per_s": best["rate"] * 1e9, "size": best["size"]}
+    return {"method": search.describe(), "matmul": matmul, "not_measured": not_measured, "bandwidth": bandwidth}
+
+
+def add_peaks(section: dict, device: str, peaks: dict) -> dict:
+    """Add to an ``achievable`` section the peak each of its rates is a fraction of, and where it comes from."""
+    for precision, best in section["matmul"].items():
+        best["peak_flop_s"], best["peak"] = _matmul_peak(device, precision, peaks)
+    for name, best in section["bandwidth"].items():
+        if name == "copy" and device != "cpu" and peaks["memory_bytes_per_s"]:
+            best["peak_bytes_per_s"], best["peak"] = peaks["memory_bytes_per_s"], peaks["source"]
+        elif name == "copy":
+            best["peak_bytes_per_s"] = None
+            best["peak"] = ("no published figure: the CPU's memory peak in this file is its fastest copy"
+                            if device == "cpu" else peaks["source"])
+        else:
+            best["peak_bytes_per_s"] = None
+            best["peak"] = "no datasheet figure for copies between host and device in gpukit's table"
+    return section
+
+
 # ------------------------------------------------------------------------------------------ the suite
 def _result(benchmark, device, dtype, size, batch, timing, work, repeats):
     from .benchmark_files import BENCHMARKS
@@ -303,8 +540,11 @@ def _measure(device, plan, bar, notes) -> list[dict]:
     return results
 
 
-def _peaks(device: str, results: list[dict]) -> dict:
-    """The device's peaks, and the fraction of them each result reached (filled in place)."""
+def _peaks(device: str, results: list[dict], searched: dict[str, float] | None = None) -> dict:
+    """The device's peaks, and the fraction of them each result reached (filled in place).
+
+    ``searched`` holds the achievable search's best FLOP/s per precision: on the CPU, whose peak is an estimate,
+    a search that beat it (and the rows) raises the practical ceiling as a row would."""
     from .hardware import estimate_cpu_peak, gpu_peak, practical_ceiling
 
     peaks = {"float32_flop_s": None, "float64_flop_s": None, "memory_bytes_per_s": None, "source": ""}
@@ -329,6 +569,8 @@ def _peaks(device: str, results: list[dict]) -> dict:
         sources = []
         for dtype in ("float32", "float64"):
             rates = [r["rate"] * 1e9 for r in results if r["benchmark"] == "matmul" and r["dtype"] == dtype]
+            if dtype in (searched or {}):
+                rates.append(searched[dtype])
             if not rates:
                 continue
             estimate = estimate_cpu_peak(dtype)
@@ -360,11 +602,13 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
     from .backends import _resolve_devices
     from .benchmark_files import validate_record
     from .device import describe_device
+    from .hardware import MATMUL_PRECISIONS
     from .progress import _NoBar, progress_bar
 
     devices = _resolve_devices(devices)
     plans = {d: plan_for(d, quick) for d in devices}
-    total = sum(plan.steps(d) for d, plan in plans.items())
+    searches = {d: search_for(d, quick) for d in devices}
+    total = sum(plan.steps(d) + len(MATMUL_PRECISIONS) * len(searches[d].shapes()) for d, plan in plans.items())
     bar = progress_bar(total, "gpukit bench", file) if progress else _NoBar()
     notes: list[str] = []
     results, device_entries = [], {}
@@ -372,10 +616,12 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
         for device in devices:
             measured = _measure(device, plans[device], bar, notes)
             index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
+            section = achievable(device, measured, searches[device], notes, progress=lambda: bar.update(1))
+            peaks = _peaks(device, measured, {p: best["flop_s"] for p, best in section["matmul"].items()})
             device_entries[device] = {
                 "name": describe_device(device), "kind": device.split(":")[0],
                 "clocks": gpu_clocks(index) if device.startswith("cuda") else None,
-                "peaks": _peaks(device, measured)}
+                "peaks": peaks, "achievable": add_peaks(section, device, peaks)}
             results.extend(measured)
     finally:
         bar.close()
@@ -408,6 +654,21 @@ def summary(record: dict) -> str:
         peak = "" if r["fraction_of_peak"] is None else f", {r['fraction_of_peak']:.0%} {of}"
         lines.append(f"  {device:7s} {benchmark:23s} {dtype:9s} size {r['size']:>11,}: "
                      f"{r['rate']:10.4g} {r['rate_unit']}{peak}")
+    for device, entry in record.get("devices", {}).items():
+        section = entry.get("achievable")
+        if not section:
+            continue
+        for precision, best in section["matmul"].items():
+            of = "" if best["peak_flop_s"] is None else f", {best['flop_s'] / best['peak_flop_s']:.0%} of peak"
+            lines.append(f"  {device:7s} achievable matmul {precision:9s} {best['m']} x {best['n']} x {best['k']} "
+                         f"({best['found_by']}): {best['flop_s'] / 1e9:10.4g} GFLOP/s{of}")
+        for precision, why in section["not_measured"].items():
+            lines.append(f"  {device:7s} achievable matmul {precision:9s} not measured: {why}")
+        for name, best in section["bandwidth"].items():
+            peak = best["peak_bytes_per_s"]
+            of = "" if peak is None else f", {best['bytes_per_s'] / peak:.0%} of peak"
+            lines.append(f"  {device:7s} achievable {name:23s} size {best['size']:>11,}: "
+                         f"{best['bytes_per_s'] / 1e9:10.4g} GB/s{of}")
     lines.extend(f"  note: {note}" for note in record.get("notes", []))
     return "\n".join(lines)
 

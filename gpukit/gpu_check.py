@@ -27,10 +27,17 @@ where it must pass its check on this device, so that this one run proves the sol
 that run and ``notebooks/`` the lesson itself with its outputs. A lesson fails on an error in any cell (a solution's
 included), on a cell whose checked output (tag ``nbval-check-output``) differs from the stored one as nbval would
 compare them, and at its time limit; every line it wrote to stderr is listed, failure or not.
+
+With ``--save-run`` it also keeps the lessons that passed as a GPU run (:func:`save_gpu_run`): a new folder under
+``data/gpu-runs/`` with the lessons' notebooks and their outputs, and a manifest of the device, driver, CUDA and its
+stack, versions, date, commit and each lesson's code hash (:func:`lesson_code_hash`). Committed, it is what `make
+book` builds a lesson's page from while the lesson's code is unchanged (scripts/execute_notebooks.py,
+_ext/gpu_runs.py; data/gpu-runs/README.md says the rest).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -924,9 +931,11 @@ def device_slug(facts: Mapping) -> str:
         return "gpu"
 
 
-def run_folder(root: Path, facts: Mapping, when: time.struct_time | None = None) -> Path:
-    """``<root>/<date>-<device>``, with -2, -3, ... where that exists already."""
+def run_folder(root: Path, facts: Mapping, when: time.struct_time | None = None, suffix: str | None = None) -> Path:
+    """``<root>/<date>-<device>`` (``-<suffix>`` after it where given), with -2, -3, ... where that exists
+    already."""
     base = root / f"{time.strftime('%Y-%m-%d', when or time.localtime())}-{device_slug(facts)}"
+    base = base.with_name(f"{base.name}-{suffix}") if suffix else base
     folder, number = base, 1
     while folder.exists():
         number += 1
@@ -950,6 +959,202 @@ def no_gpu_reason(facts: Mapping, preflight: Result) -> str:
     return f"no usable GPU here ({why}), so nothing ran on a GPU"
 
 
+# ------------------------------------------------------------------------------------------ GPU runs kept
+# A GPU run: the lessons one run of this command executed on a GPU, kept with their outputs and a manifest, one
+# folder per run under data/gpu-runs/ (`--save-run`). `make book` (scripts/execute_notebooks.py) builds a lesson's
+# page from the newest kept run whose code hash is the lesson's own (:func:`lesson_code_hash`); the page's note
+# (_ext/gpu_runs.py) says whose run it shows.
+GPU_RUNS = Path("data") / "gpu-runs"
+MANIFEST = "manifest.json"
+RUN_SCHEMA = "gpukit.gpu-run/1"
+# The setup cell (scripts/setup_cell.py) is generated from _config.yml's repository, removed from the page, and
+# makes gpukit importable: it is left out of the code hash, so that a fork pointing the book at its own repository
+# keeps the runs it inherited.
+SETUP_TAG = "setup-gpukit"
+# How myst-nb treats a cell's stderr (its nb_output_stderr, or the cell's "mystnb": {"output_stderr": ...}): only
+# these let a page with stderr build under -W; the book's own setting is "warn", which fails the build.
+STDERR_ALLOWED = ("show", "remove")
+# The libraries a GPU run's note names, in this order, with the names readers know them by.
+NOTED_LIBRARIES = {"torch": "PyTorch", "jax": "JAX", "cupy-cuda13x": "CuPy", "cupy-cuda12x": "CuPy",
+                   "numba-cuda": "numba-cuda", "triton": "Triton", "numpy": "NumPy"}
+
+
+def _code_cells(notebook: Mapping) -> list[Mapping]:
+    """The code cells that make the lesson's code: every code cell but the generated setup cell."""
+    return [cell for cell in notebook["cells"] if cell.get("cell_type") == "code"
+            and SETUP_TAG not in cell.get("metadata", {}).get("tags", [])]
+
+
+def lesson_code_hash(notebook: Mapping) -> str:
+    """``sha256:<hex>`` over the sources of the lesson's code cells, in order (:data:`SETUP_TAG`'s cell left out).
+
+    It changes exactly when a code cell's source changes, or a code cell is added, removed or moved; not with
+    the prose, outputs, execution counts, cell ids or metadata (tags included). It does not cover gpukit or the
+    libraries: the lessons' outputs can change with them while the lesson's code stands still, and the manifest
+    records the commit and every version for that reason. They are left out because a GPU run cannot be made
+    again on the CPU: were every change to gpukit (nearly every commit touches it) to retire the kept runs, the
+    book would show none. gpukit's behaviour is held by its tests, the CPU runs of every lesson, and gpu-check."""
+    sources = [_source(cell) for cell in _code_cells(notebook)]
+    return "sha256:" + hashlib.sha256(json.dumps(sources, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    """A kept GPU run: its folder (``data/gpu-runs/<name>``) and its manifest (``manifest.json``)."""
+
+    folder: Path
+    manifest: dict
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def date(self) -> str:
+        return str(self.manifest.get("date", ""))
+
+    @property
+    def lessons(self) -> dict[str, dict]:
+        return self.manifest.get("lessons", {})
+
+    def notebook(self, lesson: str) -> Path:
+        """The executed lesson ``lesson`` (a name such as "04-pytorch-gpu") of this run."""
+        return self.folder / self.lessons[lesson]["notebook"]
+
+    def versions(self) -> str:
+        """The libraries that made its outputs, e.g. "PyTorch 2.11.0+cu130, JAX 0.11.2, NumPy 2.5.2"."""
+        found = self.manifest.get("versions") or {}
+        return ", ".join(f"{label} {found[name]}" for name, label in NOTED_LIBRARIES.items() if found.get(name))
+
+
+def load_gpu_runs(root: Path) -> list[GpuRun]:
+    """The GPU runs kept under ``root``/data/gpu-runs, newest first (by date, time, folder name). A folder there
+    without a readable manifest, or a manifest naming a notebook it lacks, is an error: a committed run never
+    disappears from the book in silence."""
+    parent = Path(root) / GPU_RUNS
+    runs = []
+    for folder in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
+        manifest_file = folder / MANIFEST
+        try:
+            manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"{folder} is not a GPU run: its {MANIFEST} cannot be read ({error})") from None
+        if manifest.get("schema") != RUN_SCHEMA:
+            raise ValueError(f"{manifest_file}: schema {manifest.get('schema')!r}, not {RUN_SCHEMA!r}")
+        run = GpuRun(folder, manifest)
+        missing = [name for name in run.lessons if not run.notebook(name).is_file()]
+        if missing:
+            raise ValueError(f"{manifest_file} lists lessons whose notebooks are not in the folder: {missing}")
+        runs.append(run)
+    return sorted(runs, key=lambda run: (run.date, str(run.manifest.get("time", "")), run.name), reverse=True)
+
+
+def runs_of_lesson(runs: Sequence[GpuRun], lesson: str, code_hash: str) -> tuple[GpuRun | None, GpuRun | None]:
+    """(current, out of date) for the lesson named ``lesson`` whose code hash is now ``code_hash``: the newest run
+    of ``runs`` (newest first) that ran this very code, else None; and, where none did, the newest run of the
+    lesson's older code, else None."""
+    having = [run for run in runs if lesson in run.lessons]
+    current = next((run for run in having if run.lessons[lesson].get("code_hash") == code_hash), None)
+    return current, (None if current else next(iter(having), None))
+
+
+def with_run_outputs(lesson: Mapping, executed: Mapping):
+    """The lesson ``lesson`` as it is now (prose, metadata, tags), each code cell with the outputs and count of
+    the same cell in ``executed``, a run of the same code (equal :func:`lesson_code_hash`); the setup cell gets
+    the run's where it has one. What the build's cache holds for a page built from a GPU run."""
+    import copy
+
+    import nbformat
+
+    merged = nbformat.from_dict(copy.deepcopy(dict(lesson)))
+    ran, now = _code_cells(executed), _code_cells(merged)
+    if [_source(c) for c in ran] != [_source(c) for c in now]:
+        raise ValueError("the run's code cells are not the lesson's: their code hashes differ")
+    setups = [c for c in executed["cells"] if c.get("cell_type") == "code" and not any(c is r for r in ran)]
+    pairs = list(zip(ran, now, strict=True))
+    pairs += [(setups[0] if setups else {}, c) for c in merged.cells
+              if c.cell_type == "code" and not any(c is n for n in now)]
+    for before, cell in pairs:
+        cell.outputs = nbformat.from_dict(copy.deepcopy(list(before.get("outputs", []))))
+        cell.execution_count = before.get("execution_count")
+    return merged
+
+
+def book_stderr_setting(root: Path) -> str:
+    """The book's nb_output_stderr (_config.yml), "warn" where it is not set."""
+    found = re.search(r"^\s*nb_output_stderr:\s*['\"]?([\w-]+)", _read(Path(root) / "_config.yml"), re.M)
+    return found[1] if found else "warn"
+
+
+def page_stderr(notebook: Mapping, default: str = "warn") -> list[int]:
+    """The indices of the code cells whose stderr would stop the book's build (-W) on this notebook's page."""
+    cells = []
+    for index, cell in enumerate(notebook["cells"]):
+        metadata = cell.get("metadata", {})
+        setting = metadata.get("mystnb", {}).get("output_stderr", default)
+        if "remove-stderr" in metadata.get("tags", []) or setting in STDERR_ALLOWED:
+            continue
+        if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in cell.get("outputs", [])):
+            cells.append(index)
+    return cells
+
+
+def cuda_stack(facts: Mapping) -> str | None:
+    """Which of the book's CUDA stacks made a run: "cuda13" or "cuda12", from the CUDA torch was built for
+    (``torch.version.cuda``); None for a torch without CUDA (Apple's GPU)."""
+    from .cuda_stacks import stack_for_cuda
+
+    version = str(facts.get("torch_cuda") or "")
+    found = re.match(r"(\d+)", version)
+    stack = stack_for_cuda(int(found[1])) if found else None
+    return stack.extra if stack else (f"cuda{found[1]}" if found else None)
+
+
+def save_gpu_run(run: Run, check: Path, parent: Path, root: Path, when: time.struct_time | None = None) -> dict:
+    """Keep the lessons of ``run`` that passed, from its folder ``check``, as a GPU run in a new folder under
+    ``parent`` (``<date>-<device>-<stack>``): their notebooks with outputs (the lesson as stored,
+    ``notebooks/``) and ``manifest.json`` (device, driver, CUDA, stack, versions, date, commit, each lesson's code
+    hash). A lesson that failed, or whose stderr would stop the book's build, is left out, with why. Returns what
+    was saved: ``folder`` (None where no lesson could be kept), ``lessons``, ``left_out``."""
+    from .stamp import notebook_stamp
+
+    facts, default = run.facts, book_stderr_setting(root)
+    when = when or time.localtime()
+    kept, left_out = {}, {}
+    for result in (r for r in run.results if r.kind == "lesson"):
+        notebook_file = check / "notebooks" / f"{result.name}.ipynb"
+        if not result.ok:
+            left_out[result.name] = f"{result.status}" + (f": {result.detail}" if result.detail else "")
+            continue
+        notebook = json.loads(notebook_file.read_text(encoding="utf-8"))
+        stderr = page_stderr(notebook, default)
+        if stderr:
+            left_out[result.name] = f"stderr in cell(s) {', '.join(map(str, stderr))}, which the book's build rejects"
+            continue
+        kept[result.name] = {"notebook": f"notebooks/{result.name}.ipynb", "code_hash": lesson_code_hash(notebook),
+                             "seconds": round(result.seconds, 1), "stamp": notebook_stamp(notebook)}
+    if not kept:
+        return {"folder": None, "lessons": [], "left_out": left_out}
+    stack = cuda_stack(facts)
+    folder = run_folder(parent, facts, when, suffix=stack)
+    (folder / "notebooks").mkdir(parents=True)
+    for lesson in kept.values():
+        shutil.copyfile(check / lesson["notebook"], folder / lesson["notebook"])
+    manifest = {
+        "schema": RUN_SCHEMA, "made_by": "make gpu-check GPU_CHECK_FLAGS=--save-run (python -m gpukit gpu-check)",
+        "date": time.strftime("%Y-%m-%d", when), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", when),
+        "commit": facts.get("commit"), "device": facts.get("device"), "gpu_name": facts.get("gpu_name"),
+        "gpu_memory_gib": facts.get("gpu_memory_gib"), "compute_capability": facts.get("compute_capability"),
+        "driver": facts.get("driver"), "cuda": facts.get("torch_cuda"), "nvcc": facts.get("nvcc"), "stack": stack,
+        "python": facts.get("python"), "system": facts.get("system"), "cores": facts.get("cores"),
+        "versions": facts.get("versions") or {}, "drift": [d["line"] for d in facts.get("drift") or []],
+        "verdict": run.verdict().removeprefix("# "), "plan": run.plan.why if run.plan else None,
+        "lessons": kept, "left_out": left_out,
+    }
+    _write_json(folder / MANIFEST, manifest)
+    return {"folder": str(folder), "lessons": sorted(kept), "left_out": left_out}
+
+
 # ------------------------------------------------------------------------------------------ the report
 @dataclass
 class Run:
@@ -961,6 +1166,7 @@ class Run:
     budget: float
     seconds: float = 0.0
     stopped: str | None = None  # why the run stopped before the lessons (no usable GPU)
+    saved: dict | None = None  # the GPU run kept (--save-run): save_gpu_run's answer
 
     @property
     def failures(self) -> list[Result]:
@@ -1090,13 +1296,26 @@ def report_markdown(run: Run) -> str:
     not_started = [r for r in run.results if r.status == NOT_RUN]
     if not_started:
         out += ["## Not run", ""] + [f"- {r.name}: {_cell(r.detail)}" for r in not_started] + [""]
+    if run.saved is not None:
+        out += ["## GPU run kept (`--save-run`)", "", saved_line(run.saved), ""]
+        out += [f"- left out {name}: {_cell(why)}" for name, why in run.saved["left_out"].items()]
+        out += [""] if run.saved["left_out"] else []
     return "\n".join(out).rstrip() + "\n"
+
+
+def saved_line(saved: Mapping) -> str:
+    """One line on the GPU run ``--save-run`` kept (:func:`save_gpu_run`'s answer)."""
+    if not saved["folder"]:
+        return f"No GPU run kept: {saved.get('why') or 'no lesson passed'}."
+    lessons = saved["lessons"]
+    return (f"Kept {len(lessons)} lesson(s) as a GPU run in {saved['folder']}: {', '.join(lessons)}. Commit that "
+            f"folder, and `make book` builds their pages from it while their code is unchanged.")
 
 
 def run_record(run: Run) -> dict:
     """Everything the run found, for gpu-check.json."""
     return {"verdict": run.verdict(), "passed": run.passed, "seconds": run.seconds, "budget": run.budget,
-            "stopped": run.stopped, "plan": None if run.plan is None else {
+            "stopped": run.stopped, "saved": run.saved, "plan": None if run.plan is None else {
                 "lanes": run.plan.lanes, "alone": run.plan.alone, "estimate": run.plan.estimate, "why": run.plan.why,
                 "phases": [[lanes, [asdict(s) for s in steps]] for lanes, steps in run.plan.phases]},
             "results": [asdict(r) for r in run.results]}
@@ -1131,6 +1350,9 @@ def add_gpu_check_command(commands) -> None:
     parser.add_argument("--out", type=Path, help=f"the run's folder (default: _build/gpu-check/<date>-<device>, or "
                                                  f"under ${FOLDER_ENV})")
     parser.add_argument("--list-tests", action="store_true", help="print the GPU-relevant test files and exit")
+    parser.add_argument("--save-run", nargs="?", const="", metavar="FOLDER",
+                        help=f"keep the lessons that pass as a GPU run, in a new folder under FOLDER (default: "
+                             f"{GPU_RUNS}/ of the book): commit it and `make book` builds their pages from it")
 
 
 class Progress:
@@ -1169,7 +1391,7 @@ def run_gpu_check_command(args) -> int:
     if args.list_tests:
         print("\n".join(GPU_TESTS))
         return 0
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.localtime()
     deadline = started + args.budget
     root = project_root()
     python = sys.executable
@@ -1224,6 +1446,13 @@ def run_gpu_check_command(args) -> int:
             results += run_phase(phase, lanes_here, end, run_step, progress.done)
         progress.close()
     run = Run(facts, plan, results, args.budget, time.monotonic() - started, stopped)
+    if getattr(args, "save_run", None) is not None:
+        if stopped:
+            run.saved = {"folder": None, "lessons": [], "left_out": {}, "why": "nothing ran on a GPU"}
+        else:
+            runs_parent = Path(args.save_run) if args.save_run else root / GPU_RUNS
+            run.saved = save_gpu_run(run, folder, runs_parent, root, started_at)
+        print(saved_line(run.saved), flush=True)
     (folder / "report.md").write_text(report_markdown(run), encoding="utf-8")
     _write_json(folder / "gpu-check.json", run_record(run))
     print(run.verdict().removeprefix("# "), flush=True)

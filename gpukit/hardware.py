@@ -5,7 +5,9 @@ inside the package, with the datasheet named in its ``source`` column), matched 
 have two arithmetic peaks for one dtype: the table's A100, H100, H200 and GH200 have FP64 tensor cores, which do
 float64 matrix products at twice their vector FP64 rate, while elementwise work runs on the vector units. So
 every peak is asked for an ``operation``, ``"matmul"`` or ``"elementwise"`` (:data:`OPERATIONS`), and a
-fraction of peak is only computed against the peak of the same kind of work. For the
+fraction of peak is only computed against the peak of the same kind of work. Matrix products also have the
+tensor-core precisions of :data:`MATMUL_PRECISIONS` (TF32, bfloat16, float16), whose dense figures the table holds
+where a datasheet was checked for them (A100, H100 SXM and PCIe) and leaves empty elsewhere. For the
 CPU there is no such table, so :func:`estimate_cpu_peak` estimates the arithmetic peak (cores x clock x
 FLOPs per cycle implied by the SIMD flags) and :func:`copy_bandwidth` measures a bandwidth ceiling with a
 large copy. Both are estimates, and say how they were made; :func:`practical_ceiling` says what to do when
@@ -46,8 +48,17 @@ VECTOR_UNITS = 2
 _DTYPES = {"float32": 1, "float64": 2}  # divisor of the float32 lane count
 # "matmul": matrix products (cuBLAS and the CPU's BLAS); "elementwise": everything else, on the vector units.
 OPERATIONS = ("matmul", "elementwise")
-_PEAK_COLUMNS = ("device", "match", "fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "memory_gb_s", "source")
-_NUMBER_COLUMNS = ("fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "memory_gb_s")
+# The precisions a matrix product can be computed in on an NVIDIA GPU: TF32 is float32 data multiplied on the
+# tensor cores (PyTorch's float32 matmul precision "high"); bfloat16 and float16 are the inputs' dtypes.
+MATMUL_PRECISIONS = ("float32", "tf32", "bfloat16", "float16", "float64")
+# The tensor-core precisions' columns (dense figures: a datasheet's "with sparsity" figure is twice the dense one).
+_TENSOR_COLUMNS = {"tf32": ("tf32_tensor_tflop_s", "TF32 tensor cores, dense"),
+                   "bfloat16": ("bf16_tensor_tflop_s", "BF16 tensor cores, dense"),
+                   "float16": ("fp16_tensor_tflop_s", "FP16 tensor cores, dense")}
+_PEAK_COLUMNS = ("device", "match", "fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "tf32_tensor_tflop_s",
+                 "bf16_tensor_tflop_s", "fp16_tensor_tflop_s", "memory_gb_s", "source")
+_NUMBER_COLUMNS = ("fp32_tflop_s", "fp64_tflop_s", "fp64_tensor_tflop_s", "tf32_tensor_tflop_s", "bf16_tensor_tflop_s",
+                   "fp16_tensor_tflop_s", "memory_gb_s")
 _FIGURES_COLUMNS = ("source", "hardware", "work", "cpu", "gpu", "speed-up as published")
 
 
@@ -83,6 +94,19 @@ def _check_dtype(dtype: str) -> str:
     name = str(dtype).replace("torch.", "")
     if name not in _DTYPES:
         raise ValueError(f"peaks are known for float32 and float64, not {dtype!r}")
+    return name
+
+
+def _check_precision(dtype: str, operation: str) -> str:
+    """``dtype`` for a GPU peak: float32 or float64 for any operation, a tensor-core precision for matmul only."""
+    name = str(dtype).replace("torch.", "")
+    if name in _TENSOR_COLUMNS:
+        if operation != "matmul":
+            raise ValueError(f"{name} has a peak for matrix products (on the tensor cores) only, not for {operation}")
+        return name
+    if name not in _DTYPES:
+        raise ValueError(f"peaks are known for float32 and float64, and for matrix products also "
+                         f"{', '.join(_TENSOR_COLUMNS)}, not {dtype!r}")
     return name
 
 
@@ -144,8 +168,11 @@ def _flops_column(row: dict, dtype: str, operation: str) -> tuple[str, str]:
 
     float32 products are compared with the FP32 vector figure: PyTorch's default float32 matmul precision
     (``"highest"``) uses no TF32 tensor cores. float64 products use the FP64 tensor-core figure where the
-    GPU has FP64 tensor cores (a non-empty ``fp64_tensor_tflop_s``), else the vector FP64 figure.
+    GPU has FP64 tensor cores (a non-empty ``fp64_tensor_tflop_s``), else the vector FP64 figure. TF32, bfloat16
+    and float16 products use their tensor-core columns (empty where no datasheet figure was entered).
     """
+    if dtype in _TENSOR_COLUMNS:
+        return _TENSOR_COLUMNS[dtype]
     if dtype == "float32":
         return "fp32_tflop_s", "FP32 vector units"
     if operation == "matmul" and row["fp64_tensor_tflop_s"] is not None:
@@ -159,22 +186,27 @@ def gpu_peak(name: str, dtype: str = "float32", path: str | os.PathLike | None =
 
     ``operation`` is ``"matmul"`` for matrix products or ``"elementwise"`` for other work: on GPUs with FP64
     tensor cores a float64 product's peak is the tensor-core figure, twice the vector one that elementwise
-    float64 work is held to. A figure the vendor does not publish (FP64 on most inference GPUs, anything for
-    the A10G) is ``None`` in the returned :class:`Peak`, whose ``source`` says so.
+    float64 work is held to. ``dtype`` may also be ``"tf32"``, ``"bfloat16"`` or ``"float16"`` for a matrix
+    product (:data:`MATMUL_PRECISIONS`): the dense tensor-core figure. A figure the vendor does not publish (FP64
+    on most inference GPUs, anything for the A10G), or a tensor-core figure not entered in the table, is ``None``
+    in the returned :class:`Peak`, whose ``source`` says so.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a GPU name is needed, such as 'NVIDIA A100-SXM4-40GB', not {name!r}")
-    dtype = _check_dtype(dtype)
     operation = _check_operation(operation)
+    dtype = _check_precision(dtype, operation)
     for row in published_peaks(path):
         if re.search(row["match"], name, flags=re.IGNORECASE):
             column, units = _flops_column(row, dtype, operation)
             tflops, gbs = row[column], row["memory_gb_s"]
+            source = row["source"]
+            if tflops is None and dtype in _TENSOR_COLUMNS:
+                source = f"no datasheet figure for {dtype} matrix products in gpukit's table ({source})"
             return Peak(
                 device=row["device"],
                 flops_per_s=None if tflops is None else tflops * 1e12,
                 bytes_per_s=None if gbs is None else gbs * 1e9,
-                source=row["source"],
+                source=source,
                 dtype=dtype,
                 operation=operation,
                 units=units,
@@ -417,17 +449,19 @@ def practical_ceiling(estimate_flops_per_s: float | None, measured_best_flops_pe
 
 def device_peak(device: str, dtype: str = "float32", *, operation: str) -> Peak | None:
     """The peak of ``device`` for ``operation`` (``"matmul"`` or ``"elementwise"``) in ``dtype``: published for
-    a known NVIDIA GPU, estimated for the CPU, else ``None``."""
+    a known NVIDIA GPU, estimated for the CPU (float32 and float64 only: the estimate knows no other), else
+    ``None``."""
     from .device import validate_device
 
     device = validate_device(device)
     operation = _check_operation(operation)
+    dtype = _check_precision(dtype, operation)
     if device.startswith("cuda"):
         import torch
 
         return gpu_peak(torch.cuda.get_device_name(device), dtype, operation=operation)
     if device == "cpu":
-        estimate = estimate_cpu_peak(dtype)
+        estimate = estimate_cpu_peak(dtype) if dtype in _DTYPES else None
         return None if estimate is None else estimate.as_peak(operation)
     return None  # Apple does not publish FLOP/s per chip in a form we can match
 

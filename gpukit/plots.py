@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -91,6 +94,10 @@ def plot_sweep(results: pd.DataFrame, *, baseline: str | None = None, xlabel: st
                          va="bottom", color="tab:red")
     for ax in axes:
         style_axes(ax)
+        # Sizes read better as 20, 50, 100 than as 2x10^1: plain labels, on minor ticks only where the axis spans
+        # few decades (where matplotlib's would crowd as 2x10^1 3x10^1 4x10^1).
+        ax.xaxis.set_major_formatter(PlainLogFormatter())
+        ax.xaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -119,15 +126,30 @@ REFERENCE_LINE = {"linewidth": 1.4, "markersize": 4, "linestyle": "--", "alpha":
 THIS_BUILD = "this build: "
 
 
+def _short_name(device_name: str) -> str:
+    """``"cuda:0 (NVIDIA H100 80GB HBM3, 79.18 GiB)"`` -> ``"cuda:0 (NVIDIA H100 80GB HBM3)"``."""
+    head, comma, _ = device_name.partition(",")
+    return head + ")" if comma and head.count("(") == head.count(")") + 1 else device_name
+
+
+def _reference_label(group: pd.DataFrame, curve: str) -> str:
+    """A curve's label: its device, shortened, and the date of its file (the note under the figure names the
+    files); the whole ``curve`` where the table lacks those columns."""
+    if {"device_name", "date"} <= set(group.columns):
+        return f"{_short_name(group['device_name'].iloc[0])}, {group['date'].iloc[0]}"
+    return curve
+
+
 def overlay_reference_curves(fig, references: pd.DataFrame, *, note: bool = True) -> list[str]:
     """Draw reference curves measured elsewhere (files in ``data/benchmarks/``) on a figure of this build's run.
 
     ``fig`` comes from :func:`plot_sweep`; ``references`` from :func:`gpukit.benchmark_files.reference_curves`
-    (columns ``curve``, ``file``, ``device``, ``kind``, ``size``, ``median_s``, ...), any number of files and
-    devices. Each curve is drawn dashed on the time panel, labelled with its device, file and date; where the
-    figure has a speed-up panel, each GPU curve is also drawn there as its speed-up over the CPU of its own
-    file at the same size. This build's curves are relabelled ``this build: ...`` and, with ``note``, a line
-    under the figure says which curves were measured where. Returns the labels of the curves drawn.
+    (columns ``curve``, ``file``, ``device``, ``kind``, ``size``, ``median_s``, and ``device_name`` and ``date``
+    for short labels), any number of files and devices. Each curve is drawn dashed on the time panel, labelled
+    with its device and date; where the figure has a speed-up panel, each GPU curve is also drawn there as its
+    speed-up over the CPU of its own file at the same size, with a legend. This build's curves are relabelled
+    ``this build: ...`` and, with ``note``, a line under the figure says which curves were measured where and
+    names the files. Returns the ``curve`` of each curve drawn.
     """
     _check_columns(references, {"curve", "file", "device", "kind", "size", "median_s"})
     time_ax = fig.axes[0]
@@ -137,12 +159,13 @@ def overlay_reference_curves(fig, references: pd.DataFrame, *, note: bool = True
             label = line.get_label()
             if not label.startswith(("_", THIS_BUILD)):
                 line.set_label(THIS_BUILD + label)
-    drawn = []
+    drawn, on_speed_ax = [], False
     colours = plt.get_cmap("tab10")
     for i, (curve, group) in enumerate(references.groupby("curve", sort=False)):
         group = group.sort_values("size")
         style = {**REFERENCE_LINE, "color": colours((i + 5) % 10), "marker": MARKERS[(i + 3) % len(MARKERS)]}
-        label = textwrap.fill(f"measured elsewhere: {curve}", 48, subsequent_indent="  ")
+        short = _reference_label(group, curve)
+        label = textwrap.fill(f"measured elsewhere: {short}", 48, subsequent_indent="  ")
         time_ax.plot(group["size"], group["median_s"], label=label, **style)
         drawn.append(curve)
         if speed_ax is not None and (group["kind"] != "cpu").all():
@@ -150,16 +173,19 @@ def overlay_reference_curves(fig, references: pd.DataFrame, *, note: bool = True
             twin = group.merge(cpu[["size", "median_s"]], on="size", suffixes=("", "_cpu"))
             if not twin.empty:
                 speed_ax.plot(twin["size"], twin["median_s_cpu"] / twin["median_s"],
-                              label=textwrap.fill(f"measured elsewhere: {curve}, over its own CPU", 48,
+                              label=textwrap.fill(f"measured elsewhere: {short}, over its own machine's CPU", 48,
                                                   subsequent_indent="  "), **style)
-    for ax in fig.axes:
-        if ax.get_legend() is not None or ax is time_ax:
-            ax.legend(frameon=False, fontsize="small")
+                on_speed_ax = True
+    time_ax.legend(frameon=False, fontsize="small")
+    if speed_ax is not None and (on_speed_ax or speed_ax.get_legend() is not None):
+        speed_ax.legend(frameon=False, fontsize="small")
     if note:
-        text = ("Solid lines: measured in this build, on this page. Dashed lines: measured elsewhere, read from "
-                "the files in data/benchmarks/ named in the legend." if drawn else
+        files = ", ".join(dict.fromkeys(references["file"]))
+        text = ("Solid lines: measured in this build, on this page. Dashed lines: measured elsewhere by python -m "
+                f"gpukit bench, read from data/benchmarks/ ({files})." if drawn else
                 "No reference files in data/benchmarks/ record this measurement: only this build's curves are shown.")
-        fig.text(0.01, 0.0, text, fontsize="small", va="top", wrap=True)
+        fig.text(0.01, 0.0, textwrap.fill(text, 150, break_on_hyphens=False, break_long_words=False),
+                 fontsize="small", va="top")
     return drawn
 
 
@@ -183,3 +209,21 @@ def plot_speedups(speedups: pd.DataFrame, *, xlabel: str = "problem size", title
     style_axes(ax)
     fig.tight_layout()
     return fig
+
+
+def figure_html(fig, alt: str, *, dpi: int = 100):
+    """``fig`` as an IPython ``HTML`` object holding the PNG inline (a ``data:`` URI) with ``alt`` as its text.
+
+    For a figure glued on one page and shown on another: myst-nb pastes a glued output into another document
+    (``{glue:any}`` with ``:doc:``) as raw HTML, but a glued PNG only as a link to an image file that the other page
+    may never have written; an inline image needs no file. ``alt`` says what the figure shows, for a reader who
+    cannot see it."""
+    from IPython.display import HTML
+
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("a figure on a page needs alt text that says what it shows")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt, quote=True)}" '
+                'style="max-width: 100%; height: auto;">')

@@ -30,6 +30,11 @@ TIMERS = ("wall", "events")
 PEAK_TOLERANCE = 1.05
 
 
+# The precisions whose peaks gpukit's table can hold: the vector units' float32 and float64, and the tensor cores'
+# dense TF32, bfloat16 and float16 (for the GPUs whose datasheet the table quotes for them).
+CHECKED_PRECISIONS = ("float32", "float64", "tf32", "bfloat16", "float16")
+
+
 class ImpossibleSpeed(ValueError):
     """A measured rate above the device's published peak for the precision it claims: the label or the timing is
     wrong (TF32 counted as float32, work that was never waited for), so the figure must not reach a page."""
@@ -158,7 +163,7 @@ def benchmark(
 
     On an NVIDIA GPU whose datasheet gpukit knows, a FLOP/s rate above the peak of its precision raises
     :class:`ImpossibleSpeed` (see :func:`check_below_peak`). The precision is the inputs' dtype unless
-    ``computed_in`` names another (``"tf32"``, ``"bfloat16"``: modes with no peak in the table, so unchecked) or
+    ``computed_in`` names another (``"tf32"``, ``"bfloat16"``: held to the tensor cores' peak where the table has it) or
     the library was switched to TF32 (PyTorch's float32 matmul precision, ``CUPY_TF32``). (Not ``precision=``:
     that one goes to ``fn``, as JAX's products take it.)
     """
@@ -270,7 +275,8 @@ def check_below_peak(timing: Timing, args=(), device: str | None = None, compute
 
     The GPU and the dtype come from the first array among ``args`` (else ``device``); ``computed_in`` overrides
     the dtype. Nothing is checked for the CPU or MPS (their peaks are estimates or unpublished), for an unknown
-    GPU, or for a precision the table has no figure for (TF32, bfloat16, float16).
+    GPU, or for a precision the table has no figure for on that GPU (its TF32, bfloat16 and float16 figures are
+    the dense tensor-core ones of the GPUs whose datasheets the table quotes for them).
     """
     if timing.flops_per_s is None:
         return
@@ -281,20 +287,22 @@ def check_below_peak(timing: Timing, args=(), device: str | None = None, compute
             return
         precision = _library_precision(array, _dtype_name(array))
     name = gpu_name_of(array, device)
-    if name is None or precision not in ("float32", "float64"):
+    if name is None or precision not in CHECKED_PRECISIONS:
         return
     peak = gpu_peak(name, precision, operation="matmul")
     if peak is None or peak.flops_per_s is None:
         return
     if timing.flops_per_s > PEAK_TOLERANCE * peak.flops_per_s:
-        raise ImpossibleSpeed(
-            f"{timing.label}: {timing.flops_per_s / 1e12:.1f} TFLOP/s is above the {peak.device}'s {precision} "
-            f"peak of {peak.flops_per_s / 1e12:.3g} TFLOP/s ({peak.units}; {peak.source}), so the work did not run "
-            f"in {precision} as timed: the library computed in a lower precision (JAX's default matmul precision "
-            f"and CuPy's CUPY_TF32 use TF32 on NVIDIA GPUs), or the timing missed work. Ask for {precision} "
-            f"(e.g. precision='highest' for a JAX product), or pass computed_in='tf32' to benchmark and say so "
-            f"where the figure is shown."
-        )
+        figure = (f"{timing.label}: {timing.flops_per_s / 1e12:.1f} TFLOP/s is above the {peak.device}'s {precision} "
+                  f"peak of {peak.flops_per_s / 1e12:.3g} TFLOP/s ({peak.units}; {peak.source})")
+        if precision in ("float32", "float64"):
+            raise ImpossibleSpeed(
+                f"{figure}, so the work did not run in {precision} as timed: the library computed in a lower "
+                f"precision (JAX's default matmul precision and CuPy's CUPY_TF32 use TF32 on NVIDIA GPUs), or the "
+                f"timing missed work. Ask for {precision} (e.g. precision='highest' for a JAX product), or pass "
+                f"computed_in='tf32' to benchmark and say so where the figure is shown.")
+        raise ImpossibleSpeed(f"{figure}: no {precision} product runs faster than that, so the timing missed work "
+                              "(a launch timed without waiting for it) or the FLOP count is wrong.")
 
 
 def _event_timer(device):

@@ -10,6 +10,12 @@ jupyter-cache's own single-notebook executor, in the notebook's folder, with the
 execution-statistics page shows it). A notebook that fails is left uncached and reported; the build then
 runs it again and fails on it with the full error, as without this script.
 
+A lesson with a GPU run kept in data/gpu-runs/ (`make gpu-check GPU_CHECK_FLAGS=--save-run`; gpukit/gpu_check.py)
+whose code hash is the lesson's own is not executed: the newest such run's outputs go into the cache in its place,
+so that its page shows that run (and the note _ext/gpu_runs.py puts under its stamp says so). A lesson whose
+cached outputs came from a run that no longer applies (its code changed, or the run was removed) runs on the CPU
+again. With no GPU run kept, this script does what it did before GPU runs were kept.
+
     python scripts/execute_notebooks.py [--jobs N] [--cache FOLDER]
 
 (The test site of `make test` has a cache of its own: tests/site_build.py passes --cache.)
@@ -35,7 +41,17 @@ sys.path.insert(0, str(ROOT))  # gpukit from this clone, installed or not
 # Shared with `make gpu-check` (gpukit/gpu_check.py), which runs the same lessons on a GPU node: the kernels'
 # settings (encrypted messages, or every kernel logs a warning that its TCP traffic is plain text, which buried the
 # build log's real news), the tries a kernel gets to start, and which lessons must run alone.
-from gpukit.gpu_check import ANSI_ESCAPE, KERNEL_SETTINGS, KERNEL_STARTS, runs_alone  # noqa: E402
+from gpukit.gpu_check import (  # noqa: E402
+    ANSI_ESCAPE,
+    KERNEL_SETTINGS,
+    KERNEL_STARTS,
+    GpuRun,
+    lesson_code_hash,
+    load_gpu_runs,
+    runs_alone,
+    runs_of_lesson,
+    with_run_outputs,
+)
 
 CACHE = ROOT / "_build" / ".jupyter_cache"
 KERNEL_CONFIG = Config(KERNEL_SETTINGS)
@@ -86,6 +102,30 @@ def execute(path: Path, timeout: int, cache_folder: Path = CACHE) -> tuple[Path,
     return path, result.time, None
 
 
+def lesson_name(path: Path) -> str | None:
+    """The name GPU runs know a lesson by ("04-pytorch-gpu"), for a notebook in notebooks/; None for others."""
+    return path.stem if path.parent == ROOT / "notebooks" else None
+
+
+def gpu_runs_of(path: Path, notebook, runs: list[GpuRun]) -> tuple[GpuRun | None, GpuRun | None]:
+    """(the kept GPU run of this very code, the newest out-of-date one where there is none) for a toc notebook."""
+    name = lesson_name(path)
+    if not runs or name is None:
+        return None, None
+    return runs_of_lesson(runs, name, lesson_code_hash(notebook))
+
+
+def cache_gpu_run(path: Path, notebook, run: GpuRun, cache_folder: Path = CACHE) -> None:
+    """Put the lesson, with the outputs of its run in ``run``, into the cache as the lesson's execution."""
+    name = lesson_name(path)
+    executed = nbformat.read(run.notebook(name), as_version=4)
+    data = {"execution_seconds": run.lessons[name].get("seconds"), "gpu_run": run.name}
+    get_cache(str(cache_folder)).cache_notebook_bundle(CacheBundleIn(with_run_outputs(notebook, executed), str(path),
+                                                                     data=data), check_validity=False, overwrite=True)
+    print(f"  {path.relative_to(ROOT)}: from the GPU run data/gpu-runs/{run.name} ({run.manifest.get('device')}, "
+          f"{run.date})", flush=True)
+
+
 def report(path: Path, seconds: float | None, error: str | None) -> None:
     name = path.relative_to(ROOT)
     if error is None:
@@ -104,12 +144,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
 
     cache = get_cache(str(args.cache))
+    runs = load_gpu_runs(ROOT)
     stale = []
     for path in toc_notebooks():
+        notebook = nbformat.read(path, as_version=4)
         try:
-            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+            shown = (cache.match_cache_notebook(notebook).data or {}).get("gpu_run", "")
         except KeyError:
+            shown = None  # no cached run
+        current, outdated = gpu_runs_of(path, notebook, runs)
+        if current is not None:
+            if shown != current.name:
+                cache_gpu_run(path, notebook, current, args.cache)
+        elif shown is None or shown:  # not cached, or cached from a GPU run that no longer applies
             stale.append(path)
+            if outdated is not None:
+                print(f"  {path.relative_to(ROOT)}: its GPU run data/gpu-runs/{outdated.name} is out of date (the "
+                      f"lesson's code changed since): it runs on the CPU", flush=True)
     if not stale:
         print("Every notebook has an up-to-date cached run.")
         return 0

@@ -3,18 +3,27 @@
 A lesson opened from its launch link must read as the page does: every Markdown cell rendered by
 jupyterlab-myst with no MyST source showing through (directive fences, roles, options, "Unknown Directive"),
 every solution closed (a ``{solution}`` with ``:class: dropdown`` is a closed ``<details>``; nothing of its
-code shows), and the setup cell collapsed to its first line (its ``jupyter.source_hidden`` metadata). The
-measurement counts each kind of problem, so that a failing lesson says how far it is from that.
+code shows), the setup cell collapsed to its first line (its ``jupyter.source_hidden`` metadata), and no
+measured value shown as its expression: jupyterlab-myst shows ``{eval}`glued.name``` as ``glued.name`` in code
+type until the Markdown cell has a result for it in its ``user_expressions`` metadata, which the kernel writes
+when the cell runs and scripts/prose_values.py writes beforehand (a placeholder saying which cell computes the
+value). The measurement counts each kind of problem, so that a failing lesson says how far it is from that, and
+counts the placeholders and the expressions shown as errors.
 
 Two control notebooks prove that the measurement can tell: :func:`converted_control` is a lesson written
-by hand in the lessons' format (``{eval}`` roles, an exercise with a dropdown hint, the learner's code
-cell, one dropdown solution cell, the setup cell hidden), which must measure clean;
-:func:`unconverted_control` has one of each problem, and each must be counted.
+by hand in the lessons' format (``{eval}`` roles with the placeholders scripts/prose_values.py writes, an
+exercise with a dropdown hint, the learner's code cell, one dropdown solution cell, the setup cell hidden),
+which must measure clean; :func:`unconverted_control` has one of each problem, and each must be counted.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/ is not a package
+from prose_values import KEY, PLACEHOLDER, with_entries  # noqa: E402
 
 # MyST source that rendered text must not show. Rendered directives and roles leave none of it; what is left
 # is a directive jupyterlab-myst does not know ("Unknown Directive"), an option it took for text (":label:"
@@ -25,7 +34,7 @@ RAW_MYST = (r"\{(?:exercise|solution|hint|glue|eval|doc|ref|numref|admonition|fi
 
 # Runs in the page. Cells are found by their index in the notebook (JupyterLab's windowed list writes it on
 # each cell), so that the setup cell and the old format's solution code cells can be named from the file.
-_MEASURE = """([setupIndex, solutionCodeIndexes, pattern]) => {
+_MEASURE = r"""([setupIndex, solutionCodeIndexes, pattern, placeholderPattern]) => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
   if (!panel) return null;
   const cells = [...panel.querySelectorAll('.jp-Cell')];
@@ -48,6 +57,21 @@ _MEASURE = """([setupIndex, solutionCodeIndexes, pattern]) => {
     const cell = byIndex.get(index);
     if (cell && !cell.querySelector('.jp-InputPlaceholder')) solutionCode += 1;
   }
+  // A value JupyterLab has no result for shows as its expression, in code type (jupyterlab-myst's InlineExpression
+  // renders <code>glued.name</code>); a result in the cell's user_expressions shows as text, an error in red.
+  const bare = [];
+  let placeholders = 0, expressionErrors = 0;
+  for (const cell of markdown) {
+    const view = cell.querySelector('.myst, .jp-RenderedMarkdown');
+    if (!view) continue;
+    for (const code of view.querySelectorAll('code')) {
+      if (/^glued\.[A-Za-z_][A-Za-z0-9_]*$/.test(code.textContent.trim())) {
+        bare.push(`cell ${cell.dataset.windowedListIndex}: ${code.textContent.trim()}`);
+      }
+    }
+    placeholders += (view.textContent.match(new RegExp(placeholderPattern, 'g')) || []).length;
+    expressionErrors += view.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]').length;
+  }
   const setup = byIndex.get(setupIndex);
   let setupLines = -1;
   if (setup) {
@@ -55,7 +79,8 @@ _MEASURE = """([setupIndex, solutionCodeIndexes, pattern]) => {
       : setup.querySelectorAll('.jp-InputArea-editor:not(.lm-mod-hidden) .cm-line').length;
   }
   return {cells: cells.length, markdown: markdown.length, unrendered, raw_myst: raw, solutions: solutions.length,
-          open_solutions: open.length, visible_solution_code: solutionCode, setup_lines_visible: setupLines};
+          open_solutions: open.length, visible_solution_code: solutionCode, setup_lines_visible: setupLines,
+          bare_expressions: bare, placeholders, expression_errors: expressionErrors};
 }"""
 
 
@@ -88,13 +113,25 @@ def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
     expected = len(notebook["cells"])
     started = time.monotonic()
     while True:
-        counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST])
+        counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST, PLACEHOLDER.pattern])
         complete = bool(counts) and counts["cells"] == expected and counts["unrendered"] == 0
         if complete or time.monotonic() - started > timeout_s:
             break
         time.sleep(0.25)
     return {**(counts or {}), "expected_cells": expected, "complete": complete,
             "seconds": round(time.monotonic() - started, 1)}
+
+
+def measure_after_run(page, notebook: dict, timeout_s: float = 60) -> dict:
+    """The measurement once the notebook has run: JupyterLab evaluates a Markdown cell's expressions after it runs
+    the cell, so this waits until no placeholder is left (``settled``), or ``timeout_s``."""
+    started = time.monotonic()
+    while True:
+        counts = measure_lesson(page, notebook, timeout_s)
+        settled = counts["complete"] and not counts["placeholders"] and not counts["bare_expressions"]
+        if settled or time.monotonic() - started > timeout_s:
+            return {**counts, "settled": settled}
+        time.sleep(0.5)
 
 
 def problems(counts: dict) -> list[str]:
@@ -117,6 +154,11 @@ def problems(counts: dict) -> list[str]:
         found.append("no setup cell (tag setup-gpukit)")
     elif counts["setup_lines_visible"] > 1:
         found.append(f"the setup cell shows {counts['setup_lines_visible']} lines (collapsed, it shows its first)")
+    if counts["bare_expressions"]:
+        found.append(f"{len(counts['bare_expressions'])} values shown as their expression "
+                     f"({'; '.join(counts['bare_expressions'][:5])}; scripts/prose_values.py --write)")
+    if counts["expression_errors"]:
+        found.append(f"{counts['expression_errors']} values shown as an error")
     return found
 
 
@@ -149,8 +191,9 @@ _MEASURED = "from gpukit import glue\n\nn = 512\nglue(\"mm_n\", n, display=False
 
 
 def converted_control(lesson: dict) -> dict:
-    """A lesson in the lessons' format, written by hand around ``lesson``'s setup cell: it must measure clean."""
-    return _notebook([
+    """A lesson in the lessons' format, written by hand around ``lesson``'s setup cell, with the placeholders
+    scripts/prose_values.py writes: it must measure clean, and show 2 placeholders."""
+    return with_entries(_notebook([
         _markdown("# Control: a lesson in the lessons' format"), _setup(lesson, hidden=True), _code(_STAMP),
         _markdown(_INTRO), _code(_MEASURED),
         _markdown("NumPy multiplied two {eval}`glued.mm_n` × {eval}`glued.mm_n` matrices; see {ref}`ex-control`."),
@@ -159,14 +202,20 @@ def converted_control(lesson: dict) -> dict:
         _code("answer = None  # replace None by your answer\nanswer"),
         _markdown("````{solution} ex-control\n:class: dropdown\n\nMultiply the numbers by their size:\n\n"
                   "```python\nanswer = 7000 * 7000 * 4\nanswer\n```\n````"),
-    ])
+    ]))
 
 
 def unconverted_control(lesson: dict) -> dict:
     """The same lesson with one of each problem the measurement counts: the setup cell shown, an option
     after a blank line (shown as text), a directive jupyterlab-myst does not know, a solution that is not a
-    dropdown, and a solution in the old format's code cell. (Its glue roles, which jupyterlab-myst does not
+    dropdown, a solution in the old format's code cell, three ``{eval}`` expressions with no result (no
+    ``user_expressions``: shown as their source), and one whose saved result is the error a kernel gives when the
+    Markdown cell ran before the cell that glues the value. (Its glue roles, which jupyterlab-myst does not
     know either, render as nothing at all: no source shows, so the measurement cannot count them.)"""
+    ran_too_early = _markdown("The product took {eval}`glued.mm_ms` ms.")
+    ran_too_early["metadata"][KEY] = [{"expression": "glued.mm_ms", "result": {
+        "status": "error", "ename": "AttributeError", "evalue": "'Glued' object has no attribute 'mm_ms'",
+        "traceback": []}}]
     return _notebook([
         _markdown("# Control: a lesson with every problem"), _setup(lesson, hidden=False), _code(_STAMP),
         _markdown(_INTRO), _code(_MEASURED),
@@ -179,4 +228,6 @@ def unconverted_control(lesson: dict) -> dict:
         _markdown("```{solution-start} ex-control\n:class: dropdown\n```"),
         _code("answer = 7000 * 7000 * 4"),
         _markdown("```{solution-end}\n```"),
+        _markdown("For the {eval}`glued.mm_n` × {eval}`glued.mm_n` product NumPy took {eval}`glued.mm_ms` ms."),
+        ran_too_early,
     ])

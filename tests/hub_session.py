@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # gpukit, when this file runs as a script
 
-from hub_lesson_checks import converted_control, measure_lesson, unconverted_control  # noqa: E402
+from hub_lesson_checks import converted_control, measure_after_run, measure_lesson, unconverted_control  # noqa: E402
 
 from gpukit.paths import build_dir  # noqa: E402
 
@@ -537,6 +537,8 @@ def browse(plan: dict, report: dict) -> None:
                     if doc in plan["execute"]:
                         saved = home / plan["repository_folder"] / f"{doc}.ipynb"
                         entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])
+                        # What the prose shows after the attendee's own run: the kernel's values.
+                        entry["view_after_run"] = measure_after_run(page, json.loads(saved.read_text(encoding="utf-8")))
                 except Exception as error:  # noqa: BLE001 - recorded per page, the test names it
                     entry["error"] = f"{type(error).__name__}: {error}"
                     shot = Path(plan["report"]).with_name(f"{Path(doc).name}.png")

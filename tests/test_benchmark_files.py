@@ -282,3 +282,22 @@ def test_chapter_12_sweeps_at_the_batch_the_files_record():
                      if c["cell_type"] == "code")
     assert 'reference=("det+fft", "complex64")' in code
     assert [int(b) for b in re.findall(r"^batch = (\d+)", code, re.M)] == [bench.DET_BATCH]
+
+
+def test_reference_curves_are_labelled_by_device_and_date_and_the_note_names_the_files(folder):
+    """Lessons 1 and 12 draw every file's curves: each label names the device and the date (a file name in each
+    label made the legend cover the curves), the note under the figure names the files, and a GPU's speed-up over
+    its own machine's CPU has a legend entry on the speed-up panel."""
+    references = reference_curves("matmul", "float32", folder=folder)
+    mine = pd.DataFrame({"case": ["cpu here", "cpu here"], "n": [128, 256], "median_s": [1e-3, 8e-3]})
+    fig = plot_sweep(mine, baseline="cpu here")
+    overlay_reference_curves(fig, references)
+    time_labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert time_labels.count("measured elsewhere: cpu (Test CPU), 2026-01-02") == 2  # one per file
+    assert "measured elsewhere: cuda:0 (Test GPU 80GB),\n  2026-01-02" in time_labels
+    assert not any(".json" in label for label in time_labels)
+    speed_labels = [t.get_text().replace("\n  ", " ") for t in fig.axes[1].get_legend().get_texts()]
+    assert "measured elsewhere: cuda:0 (Test GPU 80GB), 2026-01-02, over its own machine's CPU" in speed_labels
+    note = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "(cpu-box.json, gpu-box.json)" in note
+    plt.close(fig)

@@ -454,7 +454,8 @@ def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
     out = tmp_path / "run"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gpukit", "gpu-check", "--lessons", "11", "--tests",
-                           "tests/test_memory.py", "--no-bench", "--out", str(out)], cwd=ROOT, env=env,
+                           "tests/test_memory.py", "--no-bench", "--out", str(out), "--save-run",
+                           str(tmp_path / "gpu-runs")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 1, done.stdout + done.stderr
     assert time.monotonic() - started < 90
@@ -466,6 +467,7 @@ def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
     assert [r["name"] for r in record["results"]] == ["preflight"] and not record["passed"]
     assert json.loads((out / "environment.json").read_text())["usable_gpu"] is False
     assert report[0].removeprefix("# ") in done.stdout  # the terminal gets the same line
+    assert "No GPU run kept: nothing ran on a GPU." in report and not (tmp_path / "gpu-runs").exists()
 
 
 def test_on_a_gpu_node_the_command_runs_every_step_in_its_phase_and_writes_the_folder(tmp_path, monkeypatch):

@@ -100,44 +100,54 @@ def test_gpu_peak_rejects_bad_names(bad):
 
 
 def test_unknown_dtype_is_named():
-    with pytest.raises(ValueError, match="float16"):
-        gpu_peak("A100", "float16", operation="matmul")
+    with pytest.raises(ValueError, match="int8"):
+        gpu_peak("A100", "int8", operation="matmul")
+    # The tensor-core precisions have a peak for matrix products only.
+    with pytest.raises(ValueError, match="float16 has a peak for matrix products"):
+        gpu_peak("A100", "float16", operation="elementwise")
     with pytest.raises(ValueError, match="int8"):
         estimate_cpu_peak("int8", cpuinfo=cpuinfo(), max_mhz=1000)
 
 
-HEADER = "device,match,fp32_tflop_s,fp64_tflop_s,fp64_tensor_tflop_s,memory_gb_s,source\n"
+HEADER = ("device,match,fp32_tflop_s,fp64_tflop_s,fp64_tensor_tflop_s,tf32_tensor_tflop_s,bf16_tensor_tflop_s,"
+          "fp16_tensor_tflop_s,memory_gb_s,source\n")
 
 
 def test_table_without_the_columns_is_an_error(tmp_path):
     path = tmp_path / "peaks.csv"
     path.write_text("device,source\nX,Y\n")
     with pytest.raises(ValueError, match=r"lacks the columns match, fp32_tflop_s, fp64_tflop_s, fp64_tensor_tflop_s, "
-                                         r"memory_gb_s"):
+                                         r"tf32_tensor_tflop_s, bf16_tensor_tflop_s, fp16_tensor_tflop_s, memory_gb_s"):
         published_peaks(path)
-    path.write_text(HEADER.replace(",memory_gb_s", "") + "X,X,1,1,1,Y\n")
+    path.write_text(HEADER.replace(",memory_gb_s", "") + "X,X,1,1,1,1,1,1,Y\n")
     with pytest.raises(ValueError, match=r"peaks\.csv lacks the column memory_gb_s;"):
         published_peaks(path)
     # A table written before the FP64 tensor-core column existed is refused, not read as "no tensor cores".
     path.write_text("device,match,fp32_tflop_s,fp64_tflop_s,memory_gb_s,source\nX,X,1,1,1,Y\n")
-    with pytest.raises(ValueError, match=r"lacks the column fp64_tensor_tflop_s;"):
+    with pytest.raises(ValueError, match=r"lacks the columns fp64_tensor_tflop_s, tf32_tensor_tflop_s"):
+        published_peaks(path)
+    # So is one written before the TF32, BF16 and FP16 tensor-core columns: read as "no datasheet figure" it would
+    # hide the figures a GPU has.
+    path.write_text("device,match,fp32_tflop_s,fp64_tflop_s,fp64_tensor_tflop_s,memory_gb_s,source\nX,X,1,1,1,1,Y\n")
+    with pytest.raises(ValueError, match=r"lacks the columns tf32_tensor_tflop_s, bf16_tensor_tflop_s, "
+                                         r"fp16_tensor_tflop_s;"):
         published_peaks(path)
 
 
 @pytest.mark.parametrize("bad", ["fast", "0", "-3", "nan", "inf"])
 def test_bad_number_names_file_row_and_column(tmp_path, bad):
     path = tmp_path / "peaks.csv"
-    path.write_text(HEADER + "Good GPU,Good,1,1,1,1,sheet\n" + f"Bad GPU,Bad,1,1,1,{bad},sheet\n")
+    path.write_text(HEADER + "Good GPU,Good,1,1,1,1,1,1,1,sheet\n" + f"Bad GPU,Bad,1,1,1,1,1,1,{bad},sheet\n")
     with pytest.raises(ValueError, match=rf"peaks\.csv, row 2 \('Bad GPU'\), column memory_gb_s holds '{bad}'"):
         published_peaks(path)
 
 
 def test_bad_or_empty_pattern_names_the_row(tmp_path):
     path = tmp_path / "peaks.csv"
-    path.write_text(HEADER + "Bad GPU,A100(,1,1,1,1,sheet\n")
+    path.write_text(HEADER + "Bad GPU,A100(,1,1,1,1,1,1,1,sheet\n")
     with pytest.raises(ValueError, match=r"row 1 \('Bad GPU'\), column match: 'A100\(' is not a regular expression"):
         published_peaks(path)
-    path.write_text(HEADER + "Any GPU,,1,1,1,1,sheet\n")
+    path.write_text(HEADER + "Any GPU,,1,1,1,1,1,1,1,sheet\n")
     with pytest.raises(ValueError, match="match is empty"):
         published_peaks(path)
 
@@ -522,3 +532,36 @@ def test_a_non_editable_install_finds_its_tables(tmp_path):
     run = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, check=False)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+# The tensor-core figures: dense, from the A100 datasheet (which prints each with and without sparsity) and from the
+# H100's (which prints them with sparsity, "1/2 lower without sparsity").
+@pytest.mark.parametrize(("name", "tf32", "bf16", "fp16"), [
+    ("NVIDIA A100-SXM4-40GB", 156, 312, 312),
+    ("NVIDIA A100-SXM4-80GB", 156, 312, 312),
+    ("NVIDIA A100 80GB PCIe", 156, 312, 312),
+    ("NVIDIA H100 PCIe", 378, 756.5, 756.5),
+    ("NVIDIA H100 80GB HBM3", 494.5, 989.5, 989.5),
+])
+def test_tensor_core_peaks_of_matrix_products(name, tf32, bf16, fp16):
+    for precision, tflops in (("tf32", tf32), ("bfloat16", bf16), ("float16", fp16)):
+        peak = gpu_peak(name, precision, operation="matmul")
+        assert peak.flops_per_s == pytest.approx(tflops * 1e12), (name, precision)
+        assert peak.units.endswith("tensor cores, dense") and "sparsity" in peak.source
+        # Every tensor-core precision is faster than the FP32 vector units it stands in for.
+        assert peak.flops_per_s > gpu_peak(name, operation="matmul").flops_per_s
+    # bfloat16 and float16 run at twice TF32's rate on both generations.
+    assert bf16 == fp16 == pytest.approx(2 * tf32, rel=0.01)
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H200", "NVIDIA H100 NVL", "Tesla V100-SXM2-16GB", "Tesla T4"])
+def test_no_tensor_core_figure_is_said_so(name):
+    peak = gpu_peak(name, "bfloat16", operation="matmul")
+    assert peak.flops_per_s is None and peak.source.startswith("no datasheet figure for bfloat16")
+    assert peak.bytes_per_s == gpu_peak(name, operation="matmul").bytes_per_s
+
+
+def test_device_peak_of_a_tensor_core_precision():
+    assert device_peak("cpu", "bfloat16", operation="matmul") is None  # the CPU estimate knows float32 and float64
+    with pytest.raises(ValueError, match="matrix products"):
+        device_peak("cpu", "tf32", operation="elementwise")

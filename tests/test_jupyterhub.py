@@ -4,9 +4,11 @@ the book ships (hub/jupyterhub_config.py).
 tests/site_build.py builds the site with its hub URL and repository URL pointed at servers on 127.0.0.1;
 tests/hub_session.py starts those servers (git daemon with the book's repository on a branch that is not
 its default, the shipped hub configuration with the configurable-http-proxy, nbgitpuller and JupyterLab),
-logs two attendees in in Chromium, opens every lesson page's launch link as the site wrote it, runs two of the
-pulled notebooks in the user's kernel, which has the lesson libraries but not gpukit, keeps an edit across a
-second click on a link, and tries one attendee's server and hub records as the other.
+logs two attendees in in Chromium, opens every lesson page's launch link as the site wrote it and measures what
+JupyterLab shows of the lesson (tests/hub_lesson_checks.py: its MyST rendered, its solutions closed, each measured
+value a placeholder that names the cell computing it), runs two of the pulled notebooks in the user's kernel,
+which has the lesson libraries but not gpukit, and reads their values again, keeps an edit across a second click
+on a link, and tries one attendee's server and hub records as the other.
 
 The session runs inside a loopback-only network namespace where one can be made (nothing listens on or
 reaches another address); where the test's one-node Slurm can run, the hub starts the users' servers as
@@ -54,6 +56,7 @@ LESSONS = [doc for doc in toc_files() if doc.startswith("notebooks/")]
 EXECUTED = ["notebooks/00-environment-check", "notebooks/13-benchmarks"]
 REPOSITORY_FOLDER = REPOSITORY_PATH.rsplit("/", 1)[-1]  # where nbgitpuller clones it in the user's home
 LAUNCH_LINK = re.compile(r'href="([^"]*/hub/user-redirect/git-pull\?[^"]*)"')
+EVAL_ROLE = re.compile(r"\{eval\}`[^`]+`")
 
 
 def launch_link(site: dict, doc: str) -> str | None:
@@ -198,6 +201,38 @@ def test_the_lesson_reads_in_jupyterlab_as_on_the_page(hub, doc):
     assert problems(entry["view"]) == [], f"{doc} in JupyterLab: {entry['view']}"
 
 
+def eval_roles(doc: str) -> int:
+    """How many ``{eval}`` roles the lesson's Markdown holds, as committed (each is one value in the prose)."""
+    cells = json.loads((ROOT / f"{doc}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return sum(len(EVAL_ROLE.findall("".join(cell["source"]))) for cell in cells if cell["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("doc", LESSONS)
+def test_each_value_in_the_prose_says_which_cell_computes_it_before_the_lesson_runs(hub, doc):
+    """Opened from its launch link, before anything runs, no value reads as its expression (``glued.name``):
+    each shows the placeholder scripts/prose_values.py wrote, which says which cell computes it."""
+    entry = hub["report"]["pages"].get(doc, {})
+    assert "view" in entry, f"{doc} was not measured in JupyterLab: {entry.get('error', entry)}"
+    view = entry["view"]
+    assert view["bare_expressions"] == [], \
+        f"{doc}: {len(view['bare_expressions'])} values shown as their expression: {view['bare_expressions']}"
+    assert view["expression_errors"] == 0, view
+    assert view["placeholders"] == eval_roles(doc), f"{doc}: placeholders shown, against {{eval}} roles: {view}"
+
+
+@pytest.mark.parametrize("doc", EXECUTED)
+def test_the_attendees_run_replaces_the_placeholders_with_its_values(hub, doc):
+    """Run All in the user's kernel: each Markdown cell's expressions are evaluated there, and the prose then shows
+    the run's values: no placeholder, no expression, no error left."""
+    entry = hub["report"]["pages"].get(doc, {})
+    after = entry.get("view_after_run")
+    assert after, f"{doc} was not measured after its run: {entry.get('error', entry)}"
+    assert eval_roles(doc) > 0, f"{doc} has no {{eval}} role: choose a lesson that has one for this test"
+    assert after["settled"] and after["placeholders"] == 0 and after["bare_expressions"] == [], after
+    assert after["expression_errors"] == 0, after
+    assert problems(after) == [], after
+
+
 def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_every_problem(hub):
     """The control notebooks of tests/hub_lesson_checks.py, opened in the same JupyterLab: the one written in the
     lessons' format measures clean, and each problem planted in the other is counted."""
@@ -213,6 +248,12 @@ def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_e
     assert "Unknown Directive" in raw and ":label:" in raw, bad["raw_myst"]
     assert bad["open_solutions"] >= 1 and bad["visible_solution_code"] >= 2, bad
     assert bad["setup_lines_visible"] > 1, bad
+    # Planted: three {eval} expressions with no result (shown as their source), one with a kernel's error.
+    assert [shown.split(": ")[1] for shown in bad["bare_expressions"]] == ["glued.mm_n", "glued.mm_n", "glued.mm_ms"]
+    assert bad["expression_errors"] == 1 and bad["placeholders"] == 0, bad
+    # The converted control's two {eval} roles show the placeholder scripts/prose_values.py wrote.
+    good = controls["converted"]["view"]
+    assert good["placeholders"] == 2 and good["bare_expressions"] == [] and good["expression_errors"] == 0, good
 
 
 def test_a_screenshot_shows_an_exercise_in_jupyterlab(hub):

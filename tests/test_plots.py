@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from gpukit.plots import plot_fraction_of_peak, plot_sweep  # noqa: E402
+from gpukit.plots import figure_html, plot_fraction_of_peak, plot_sweep  # noqa: E402
 
 SWEEP = pd.DataFrame({"case": ["cpu", "gpu", "cpu", "gpu"], "n": [10, 10, 100, 100],
                       "median_s": [1e-4, 1e-3, 1e-2, 1e-3]})
@@ -117,3 +117,22 @@ def test_plot_sweep_without_noisy_points_adds_no_marker_or_note():
     assert NOISY not in [line.get_label() for line in fig.axes[0].get_lines()]
     assert not fig.axes[1].texts
     plt.close(fig)
+
+
+def test_figure_html_holds_the_png_inline_with_its_alt_text():
+    """The benchmarks appendix shows lesson 13's figures through myst-nb's cross-page glue, which pastes HTML but
+    only links a PNG to a file the appendix's page never wrote: the figure travels inside the HTML."""
+    import base64
+    import re
+
+    fig = plot_sweep(SWEEP, baseline="cpu")
+    shown = figure_html(fig, alt='speed-up of "gpu" over cpu & more')
+    plt.close(fig)
+    page = shown._repr_html_()
+    found = re.fullmatch(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)" style="[^"]*">', page)
+    assert found, page[:200]
+    assert base64.b64decode(found.group(1)).startswith(b"\x89PNG\r\n\x1a\n")
+    assert found.group(2) == "speed-up of &quot;gpu&quot; over cpu &amp; more"
+    with pytest.raises(ValueError, match="alt text"):
+        figure_html(fig, alt=" ")
+

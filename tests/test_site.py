@@ -3,7 +3,9 @@ and checked for accessibility with axe-core.
 
 The site is the one tests/site_build.py builds once per test run (the book's configuration, with the launch
 links pointed at the JupyterHub test's servers) into _build/site-test, from the lessons' outputs of `make book`
-or of this run's nbval runs, so no lesson runs again for it.
+or of this run's nbval runs, so no lesson runs again for it, and from the GPU runs kept in data/gpu-runs/ where one
+ran a lesson's code. Each lesson page's stamp must be the stamp of the run it was built from, and its note must say
+which GPU run it shows, or that the lesson's GPU run is out of date.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from booktoc import toc_files
 from lesson_runs import run_in
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
-from site_build import HTML, SITE, built_site
+from site_build import HTML, SITE, built_site, note_problem, stamp_problem
 
 SCREENSHOT = SITE / "screenshots" / "landing.png"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
@@ -47,7 +49,7 @@ def site(request):
         print(f"Built with the network available: {record['why_not']}")
     assert (HTML / "index.html").is_file()
     return {"offline": record["offline"], "why_not": record["why_not"], "outputs_from": record["outputs_from"],
-            "run_here": run_in(request.session)}
+            "built_from": record["built_from"], "run_here": run_in(request.session)}
 
 
 def test_no_lesson_is_executed_again_for_the_site(site):
@@ -72,6 +74,37 @@ def test_each_lesson_page_is_stamped_under_its_title(site, doc):
     between = page[title:stamp]
     assert between.count("<p>") <= 1 and "In this lesson" not in between, f"{doc}: the stamp is not under the title"
     assert "Last executed:" in page[stamp:stamp + 600] and "PyTorch" in page[stamp:stamp + 600]
+
+
+@pytest.mark.parametrize("doc", [d for d in toc_files() if d.startswith("notebooks/")])
+def test_each_lesson_page_shows_the_stamp_and_note_of_the_run_it_was_built_from(site, doc):
+    """The page's stamp (date, device, PyTorch) is the one in the run it was built from: the GPU run kept in
+    data/gpu-runs/ that ran the lesson's code, else the book's cached run or this test run's nbval run; and the
+    note under it names the GPU run, or the lesson's out-of-date one, or is absent where the lesson has none."""
+    run = site["built_from"][f"{doc.split('/')[-1]}.ipynb"]
+    page = (HTML / f"{doc}.html").read_text(encoding="utf-8")
+    problems = [problem for problem in (stamp_problem(page, run), note_problem(page, run)) if problem]
+    assert not problems, f"{doc} (built from {run['source']}): " + "; ".join(problems)
+
+
+def test_the_stamp_check_fails_a_page_whose_stamp_is_not_its_runs():
+    """A page built from the H100's run must show the H100's stamp: the CPU's, or another day's, fails."""
+    h100 = {"date": "2026-11-26", "device": "cuda:0 (NVIDIA H100 80GB HBM3, 79.2 GiB)", "torch": "PyTorch 2.11.0+cu130"}
+    run = {"source": "the GPU run data/gpu-runs/2026-11-26-h100-80gb-hbm3-cuda13", "stamp": h100,
+           "gpu_run": "2026-11-26-h100-80gb-hbm3-cuda13", "outdated_run": None}
+
+    def page(date, device):
+        words = "</span> <span class=\"pre\">".join(device.split())
+        return (f"<p><strong>This page needs:</strong> one GPU.<br />\n<strong>Last executed:</strong> {date} on "
+                f"<code class=\"docutils literal\"><span class=\"pre\">{words}</span></code>, with PyTorch "
+                f"2.11.0+cu130.</p>")
+
+    assert stamp_problem(page("2026-11-26", h100["device"]), run) is None
+    cpu = stamp_problem(page("2026-11-26", "cpu (AMD EPYC, 2 logical cores)"), run)
+    assert cpu and "cpu (AMD EPYC, 2 logical cores)" in cpu and "the GPU run data/gpu-runs/" in cpu
+    assert stamp_problem(page("2026-11-27", h100["device"]), run)
+    assert "has no stamp" in stamp_problem(page("2026-11-26", h100["device"]), {**run, "stamp": None})
+    assert "0 GPU-run note(s)" in note_problem(page("2026-11-26", h100["device"]), run)
 
 
 def test_environment_check_page_says_which_device_it_ran_on(site):

@@ -283,13 +283,20 @@ def test_a_float32_jax_product_above_the_h100s_float32_peak_is_refused():
 def test_rates_at_or_below_the_peak_pass_and_so_do_precisions_the_table_has_no_figure_for():
     timing.check_below_peak(timed(50.7), (FakeJaxGpuArray(),))  # what the H100 did in float32
     timing.check_below_peak(timed(69.0), (FakeJaxGpuArray("float64"),))  # within the tolerance of 67
-    timing.check_below_peak(timed(767.0), (FakeJaxGpuArray("bfloat16"),))  # bfloat16 has no figure here
-    timing.check_below_peak(timed(402.0), (FakeJaxGpuArray(),), computed_in="tf32")  # declared by the caller
+    timing.check_below_peak(timed(767.0), (FakeJaxGpuArray("bfloat16"),))  # the H100's bfloat16, under 989.5
+    timing.check_below_peak(timed(402.0), (FakeJaxGpuArray(),), computed_in="tf32")  # declared, under 494.5
 
 
 def test_a_declared_precision_is_checked_instead_of_the_dtype():
     with pytest.raises(timing.ImpossibleSpeed):
         timing.check_below_peak(timed(80.0), (FakeJaxGpuArray("bfloat16"),), computed_in="float64")
+
+
+def test_the_tensor_cores_precisions_are_held_to_their_dense_peaks():
+    with pytest.raises(timing.ImpossibleSpeed, match="bfloat16 peak of 990 TFLOP/s"):
+        timing.check_below_peak(timed(1500.0), (FakeJaxGpuArray("bfloat16"),))  # the sparse figure is no excuse
+    with pytest.raises(timing.ImpossibleSpeed, match="tf32 peak"):
+        timing.check_below_peak(timed(600.0), (FakeJaxGpuArray(),), computed_in="tf32")
 
 
 def test_torch_switched_to_tf32_makes_its_float32_products_tf32(monkeypatch):
@@ -336,7 +343,6 @@ def test_benchmark_refuses_a_rate_above_the_gpus_peak(monkeypatch):
         benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, label="too fast")
     # An unsynchronised timing is a demonstration of a wrong figure, and is left alone.
     benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, synchronize_device=False)
-    benchmark(lambda x, y: None, a, a, flops=1e15, repeats=1, warmup=0, computed_in="tf32")
     # precision= is the timed function's (JAX's products take it), never benchmark's own.
     seen = []
     benchmark(lambda x, y, precision: seen.append(precision), a, a, precision="highest", repeats=1, warmup=0)
