@@ -84,7 +84,9 @@ def test_the_gpu_limits_are_the_datasheets_for_the_precision_and_the_work(fake_c
 
 
 def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda):
-    limits = device_limits("cuda", "bfloat16", operation="matmul")
+    # The tensor cores' dense bfloat16 figure for products; none for elementwise work.
+    assert device_limits("cuda", "bfloat16", operation="matmul").flops_per_s == 989.5e12
+    limits = device_limits("cuda", "bfloat16", operation="elementwise")
     assert limits.flops_per_s is None and limits.bytes_per_s == 3350e9
     assert limits.missing == "gpukit's datasheet table has no bfloat16 figure"
     assert device_limits("cuda", "torch.float32", operation="matmul").flops_per_s == 67e12
