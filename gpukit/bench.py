@@ -42,6 +42,7 @@ GPU, at small sizes and with few repeats (a few seconds), for tests, and writes 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import itertools
 import os
@@ -311,9 +312,16 @@ _SEARCH = {
 _QUICK_SEARCH = Search(m=(32, 64), n=(32, 64), k=(32, 64), repeats=2, budget_s=5.0)
 
 
-def search_for(device: str, quick: bool = False) -> Search:
-    """The shapes to search on ``device``: small ones with ``quick``; larger on a GPU than on the CPU."""
-    return _QUICK_SEARCH if quick else _SEARCH["cpu" if device == "cpu" else "gpu"]
+def search_for(device: str, quick: bool = False, seconds: float | None = None) -> Search:
+    """The shapes to search on ``device``: small ones with ``quick``; larger on a GPU than on the CPU. ``seconds``
+    replaces the time budget of each precision (``make gpu-check`` gives the search less time than a run of its
+    own, as its bench step has a time limit)."""
+    search = _QUICK_SEARCH if quick else _SEARCH["cpu" if device == "cpu" else "gpu"]
+    if seconds is None:
+        return search
+    if not (isinstance(seconds, int | float) and seconds > 0):
+        raise ValueError(f"the search's seconds per precision must be a positive number, not {seconds!r}")
+    return dataclasses.replace(search, budget_s=float(seconds))
 
 
 # torch's dtype for each precision; TF32 multiplies float32 data.
@@ -597,8 +605,10 @@ def _peaks(device: str, results: list[dict], searched: dict[str, float] | None =
 
 
 def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine: str | None = None,
-              command: str | None = None, progress: bool = True, file=None) -> dict:
-    """Measure every device (default: all present) and return the record, checked against the schema."""
+              command: str | None = None, progress: bool = True, file=None,
+              search_seconds: float | None = None) -> dict:
+    """Measure every device (default: all present) and return the record, checked against the schema.
+    ``search_seconds``: each precision's time budget in the achievable search (default: :data:`_SEARCH`'s)."""
     from .backends import _resolve_devices
     from .benchmark_files import validate_record
     from .device import describe_device
@@ -607,7 +617,7 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
 
     devices = _resolve_devices(devices)
     plans = {d: plan_for(d, quick) for d in devices}
-    searches = {d: search_for(d, quick) for d in devices}
+    searches = {d: search_for(d, quick, search_seconds) for d in devices}
     total = sum(plan.steps(d) + len(MATMUL_PRECISIONS) * len(searches[d].shapes()) for d, plan in plans.items())
     bar = progress_bar(total, "gpukit bench", file) if progress else _NoBar()
     notes: list[str] = []
@@ -686,6 +696,9 @@ def add_bench_command(commands) -> None:
                                          "_build/cache/benchmarks-quick)")
     parser.add_argument("--no-write", action="store_true", help="print the summary only")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--search-seconds", type=float, metavar="S",
+                        help="each precision's time budget in the search for the achievable matmul rate "
+                             "(default: 20 on a GPU, 30 on the CPU)")
 
 
 def run_bench_command(args, argv: list[str] | None = None) -> int:
@@ -694,7 +707,7 @@ def run_bench_command(args, argv: list[str] | None = None) -> int:
     command = " ".join(["python -m gpukit", *shown])
     try:
         record = run_suite(args.devices, quick=args.quick, machine=args.machine, command=command,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, search_seconds=args.search_seconds)
     except (ValueError, RuntimeError) as error:
         print(f"error: {error}")
         return 2

@@ -118,8 +118,9 @@ def _check_operation(operation: str) -> str:
 def gpu_limits(name: str, dtype: str = "float32", *, operation: str, bandwidth: float | None = None) -> Limits:
     """The datasheet limits of the NVIDIA GPU called ``name`` (as its library reports it), for ``dtype`` and
     ``operation``. A GPU gpukit's table does not know has none, unless ``bandwidth`` (a measured copy) is given;
-    a precision the table has no figure for (TF32, bfloat16 and float16 outside matrix products, or a tensor-core
-    figure not entered for that GPU) leaves the FLOP/s figure empty, and says so."""
+    a precision the table holds no figure for (TF32, bfloat16 and float16 in elementwise work, which the tensor
+    cores do not do) or the datasheet prints none for (bfloat16 on a V100) leaves the FLOP/s figure empty, and says
+    so."""
     from .hardware import gpu_peak
 
     operation = _check_operation(operation)
@@ -131,7 +132,7 @@ def gpu_limits(name: str, dtype: str = "float32", *, operation: str, bandwidth: 
     try:
         peak = gpu_peak(name, dtype, operation=operation)
         missing_flops = ""
-    except ValueError:  # tensor-core precisions have figures for matrix products only
+    except ValueError:  # the tensor-core precisions have figures for matrix products only
         peak = gpu_peak(name, "float32", operation=operation)
         missing_flops = f"gpukit's datasheet table has no {dtype} figure"
     if peak is None:

@@ -100,6 +100,26 @@ def test_the_search_stops_at_its_time_budget_and_says_so():
     assert notes == ["matmul search on cpu in float32: stopped after 1 of 4 shapes, at the time budget of 0 s"]
 
 
+def test_the_command_lines_search_seconds_replace_each_precisions_budget(monkeypatch):
+    import argparse
+
+    assert bench.search_for("cuda:0", seconds=6).budget_s == 6.0
+    assert bench.search_for("cpu", seconds=6).shapes() == bench.search_for("cpu").shapes()
+    with pytest.raises(ValueError, match="positive number, not 0"):
+        bench.search_for("cpu", seconds=0)
+    parser = argparse.ArgumentParser()
+    bench.add_bench_command(parser.add_subparsers())
+    seen = {}
+
+    def suite(devices, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(bench, "run_suite", suite)
+    assert bench.run_bench_command(parser.parse_args(["bench", "--search-seconds", "6"]), argv=[]) == 2
+    assert seen["search_seconds"] == 6.0
+
+
 def test_tf32_products_run_at_high_precision_and_every_other_at_highest(fake_cuda, monkeypatch):
     torch.set_float32_matmul_precision("medium")  # a setting made before the bench: it must come back
     try:

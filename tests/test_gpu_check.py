@@ -509,3 +509,23 @@ def test_on_a_gpu_node_the_command_runs_every_step_in_its_phase_and_writes_the_f
     with pytest.raises(SystemExit, match="not empty"):
         main(["gpu-check", "--lessons", "11", "--out", str(tmp_path / "mine")])
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep me"
+
+
+def test_the_bench_step_gives_the_search_a_budget_its_time_limit_holds(tmp_path):
+    """The bench's achievable search (five precisions on the GPU and on the CPU) gets BENCH_SEARCH_S per precision
+    in gpu-check, which with the size sweep's H100 time fits the step's limit; a search at its own default budgets
+    (20 s and 30 s per precision) would not."""
+    from gpukit.bench import search_for
+    from gpukit.hardware import MATMUL_PRECISIONS
+
+    sweep_s = 45.0  # the H100 node's bench before the search (ESTIMATES_S's comment)
+    searches = 2 * len(MATMUL_PRECISIONS)
+    assert sweep_s + searches * g.BENCH_SEARCH_S <= g.LIMITS_S["bench"]
+    assert sweep_s + len(MATMUL_PRECISIONS) * (search_for("cuda:0").budget_s + search_for("cpu").budget_s) > \
+        g.LIMITS_S["bench"]
+    assert search_for("cuda:0", seconds=g.BENCH_SEARCH_S).budget_s == g.BENCH_SEARCH_S
+    # The step passes the budget on the command line: the stand-in prints its arguments.
+    python = stand_in_python(tmp_path, 'mkdir -p "$5" && echo "{}" > "$5/x.json" && echo "args: $*"\n')
+    ctx = g.Context(ROOT, tmp_path / "run", python, dict(os.environ))
+    bench = g.run_bench_step(g.fixed_step("bench"), 30, ctx)
+    assert bench.ok and f"--search-seconds {g.BENCH_SEARCH_S:g}" in bench.items[0].name

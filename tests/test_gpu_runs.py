@@ -326,3 +326,16 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
     assert note_problem(page(book), cpu) is None and "GPU run out of date" in page(book)
     problem = stamp_problem(page(book), gpu)
     assert problem and "the page's stamp says" in problem and run.manifest["device"] in problem
+
+
+def test_the_commit_hooks_leave_a_kept_run_as_written():
+    """pre-commit strips the lessons' outputs and lets ruff fix their code: a GPU run's notebooks must keep both
+    (their outputs are what the pages show, their code is hashed), so the hooks skip data/gpu-runs/."""
+    import re
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    excluded = re.compile(config.get("exclude", "^$"))
+    assert excluded.search(f"{g.GPU_RUNS}/2026-11-26-h100-80gb-hbm3-cuda13/notebooks/01-cpu-vs-gpu.ipynb")
+    assert not excluded.search("notebooks/01-cpu-vs-gpu.ipynb")
+    hooks = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
+    assert {"nbstripout", "ruff"} <= hooks

@@ -86,13 +86,22 @@ def test_on_an_h100_every_claim_gets_the_datasheets_prediction_and_a_ratio(fake_
     assert "the PCIe 5.0 x16 link predicts" in glued["copy_predicted"] and "for host -> cuda:0, pageable" in glued[
         "copy_predicted"]
     assert "for the round trip" in glued["trip_predicted"]
-    # JAX's product may run in TF32: the H100's dense TF32 peak, 494.5 TFLOP/s, for 2 x 4096³ FLOPs.
-    assert "the datasheet predicts 278 µs (intensity 683 FLOP/B, so compute-bound)" in glued["jax_predicted"]
+    # JAX's product runs in TF32: against the H100's dense TF32 peak, 494.5 TFLOP/s, 278 µs.
+    assert "the datasheet predicts 278 µs (intensity 683 FLOP/B, so compute-bound); measured 1.1 ms" in glued[
+        "jax_predicted"]
     assert "no less than 2.051 ms" in glued["naive_predicted"]
     assert "for the first" in glued["solve_predicted"] and "the datasheet predicts" in glued["solve_predicted"]
     for name in ("mm_predicted", "ew_predicted", "threads_predicted", "f64_predicted", "copy_predicted",
                  "solve_predicted"):
         assert RATIO.search(glued[name]), f"{name} has no measured / predicted: {glued[name]}"
+
+
+def test_on_a_gpu_without_a_tf32_figure_jaxs_product_is_bound_by_the_bandwidth(fake_cuda, cpu_estimate, pcie5,
+                                                                                 monkeypatch):
+    # A V100 has no TF32 tensor cores, so gpukit's table has no TF32 figure for it.
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    glued = run_predictions(namespace("cuda:0", 4096))
+    assert "predicts at least" in glued["jax_predicted"] and "no tf32 figure" in glued["jax_predicted"]
 
 
 def test_on_a_cpu_every_claim_gets_the_estimates_prediction_and_a_ratio(cpu_estimate):

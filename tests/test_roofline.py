@@ -11,6 +11,7 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from gpukit import hardware, roofline
 from gpukit.roofline import AT_PREDICTION, Limits, device_limits, link_limits, predict, predicted_seconds
@@ -85,13 +86,19 @@ def test_the_gpu_limits_are_the_datasheets_for_the_precision_and_the_work(fake_c
     assert device_limits("cuda:0", operation="elementwise", bandwidth=1e9).bytes_per_s == 3350e9
 
 
-def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda):
-    # The tensor cores' dense bfloat16 figure for products; none for elementwise work.
+def test_the_tensor_core_precisions_take_the_dense_datasheet_figure(fake_cuda):
+    # The H100 SXM's datasheet prints 1,979 TFLOP/s bfloat16 with sparsity; the dense rate is half.
     assert device_limits("cuda", "bfloat16", operation="matmul").flops_per_s == 989.5e12
-    limits = device_limits("cuda", "bfloat16", operation="elementwise")
-    assert limits.flops_per_s is None and limits.bytes_per_s == 3350e9
-    assert limits.missing == "gpukit's datasheet table has no bfloat16 figure"
-    assert device_limits("cuda", "torch.float32", operation="matmul").flops_per_s == 67e12
+    assert device_limits("cuda", "tf32", operation="matmul").flops_per_s == 494.5e12
+
+
+def test_a_precision_the_table_lacks_keeps_the_bandwidth_and_says_why(fake_cuda, monkeypatch):
+    # A V100's tensor cores do no bfloat16: its row has no figure for it.
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    limits = device_limits("cuda", "bfloat16", operation="matmul")
+    assert limits.flops_per_s is None and limits.bytes_per_s == 900e9
+    assert limits.missing == "its datasheet gives no bfloat16 figure"
+    assert device_limits("cuda", "torch.float32", operation="matmul").flops_per_s == 15.7e12
 
 
 def test_a_gpu_the_table_does_not_know_has_no_limits(fake_cuda, monkeypatch):
