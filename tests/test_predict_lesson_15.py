@@ -69,6 +69,44 @@ def test_on_a_cpu_the_16_bit_formats_are_bounded_by_the_bandwidth(made_up_cpu):
                                               "bandwidth predict 25.6 µs (intensity 0.125 FLOP/B, so memory-bound)")
 
 
+class Pausing(list):
+    """A stand-in for the lesson's SlowDataset: its length and its pause per sample."""
+
+    seconds = 0.0005
+
+
+def pipeline(device, workers):
+    ns = {"glue": Glued(), "device": device, "predict": roofline.predict, "device_limits": roofline.device_limits,
+          "dataset": Pausing(range(192)), "in_the_loop": range(6), "batch": 32, "workers": workers,
+          "epochs": {0: timed(0.12), workers: timed(0.06)} if workers else {0: timed(0.12)},
+          "split": {0: {"data": 100.0, "step": 5.0}}}
+    run(gluing(CELLS, "epoch_predicted"), ns)
+    run(gluing(CELLS, "ranges_predicted"), ns)
+    return ns["glue"]
+
+
+def test_the_data_pipeline_is_predicted_from_the_pauses_and_the_products(made_up_cpu):
+    glued = pipeline("cpu", workers=2)
+    # 192 pauses of 0.5 ms: 96 ms. The first layer's products, 201 MFLOP at 256 GFLOP/s: 786 µs.
+    assert glued["epoch_predicted"] == (
+        "The pauses alone take 96 ms an epoch and, for the products, the CPU's estimated peak and measured bandwidth "
+        "predict 786 µs (intensity 14.2 FLOP/B, so compute-bound); so an epoch without workers takes at least "
+        "96.8 ms: measured 120 ms, 1.24 times that. With 2 workers loading at once, at best 48 ms: measured 60 ms, "
+        "1.25 times that.")
+    assert glued["ranges_predicted"] == (
+        "The pauses predict at least 96 ms in `data`, measured 100 ms, 1.04 times that; the CPU's estimated peak and "
+        "measured bandwidth predict 786 µs (intensity 14.2 FLOP/B, so compute-bound); measured 5 ms in `step`, 6.36 "
+        "times that.")
+
+
+def test_without_workers_there_is_no_second_loader_to_predict(fake_cuda, made_up_cpu):
+    glued = pipeline("cuda", workers=0)
+    # On an H100 the products are memory-bound: 14.2 MB at 3.35 TB/s, 4.23 µs.
+    assert "for the products, the datasheet predicts 4.23 µs (intensity 14.2 FLOP/B, so memory-bound)" in glued[
+        "epoch_predicted"]
+    assert "workers" not in glued["epoch_predicted"].split("without workers")[1]
+
+
 def test_the_exercises_solution_passes():
     solution = next(c for c in CELLS if "{solution} ex-prec-predict-bf16" in "".join(c["source"]))
     code = "".join(solution["source"]).split("```python\n", 1)[1].split("```", 1)[0]
