@@ -304,7 +304,7 @@ class Prediction:
         if limits.operation == "copy":
             what = "no arithmetic, so bound by the link" if self.bound == "link" else "a copy within memory"
             return f"{self._predicts()} {_time(seconds)} ({what})"
-        intensity = f"intensity {self.intensity:.3g} FLOP/B" if self.intensity is not None else "no memory traffic"
+        intensity = f"intensity {_times(self.intensity)} FLOP/B" if self.intensity is not None else "no memory traffic"
         if not self.complete:
             side = "bandwidth" if self.memory_seconds else "FLOP/s"
             return f"{self._predicts()} at least {_time(seconds)} from the {side} alone ({intensity}; {limits.missing})"

@@ -130,7 +130,22 @@ def _fake_that_runs_the_kernel(points):  # NumPy on a fake tensor: it has no val
 _ON_THE_CPU = pick_device() == "cpu"  # torch.empty's defaults (float32, the CPU) are wrong in float64, or on a GPU
 
 
+LAYER = {"n_batch": 512, "n_in": 256, "n_out": 128}
+
+
+def predicted_ms(peak_flops, bandwidth, n_batch=512, n_in=256, n_out=128):
+    """The lesson's solution of ex-autograd-predict-layer."""
+    flops = 3 * 2 * n_batch * n_in * n_out
+    moved = 3 * 4 * (n_batch * n_in + n_out * n_in + n_batch * n_out)
+    return 1e3 * max(flops / peak_flops, moved / bandwidth)
+
+
+def layer_prediction_with(flops_share, bytes_share):
+    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share)
+
+
 SOLUTIONS = {
+    "ex-autograd-predict-layer": lambda: (predicted_ms, {"device": pick_device(), **LAYER}),
     "ex-autograd-grad-by-hand": lambda: (torch.tensor([1 / 3, 10 / 3, 25 / 3]), {}),
     "ex-autograd-forces": lambda: (forces, _context()),
     "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)), _context()),
@@ -138,6 +153,14 @@ SOLUTIONS = {
 }
 
 WRONG_ANSWERS = {
+    "ex-autograd-predict-layer": lambda: [
+        (layer_prediction_with(1 / 3, 1 / 3), "the forward product only"),
+        (layer_prediction_with(0.5, 1), "multiply-add"),
+        (layer_prediction_with(1, 1 / 3), "each matrix's bytes once"),
+        (layer_prediction_with(1, 2), "8 bytes per element"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (predicted_ms(1e12, 1e11), "expected your function itself"),
+    ],
     "ex-autograd-grad-by-hand": lambda: [
         (torch.tensor([1.0, 10.0, 25.0]), "values differ"),  # forgot the 1/3 of the mean
         (torch.tensor([1 / 3, 10 / 3, 25 / 3], dtype=torch.float64), "dtype is torch.float64"),

@@ -3,6 +3,8 @@ contain. The wrong answers are the classic mistakes, as learners write them: a P
 the wrong axes, a widened dtype, data copied to the host, a forgotten sign, lu_factor where a matrix is singular,
 the last slice dropped, the whole batch copied at once, results left on the device."""
 
+import math
+
 import numpy as np
 import torch
 
@@ -121,13 +123,45 @@ def slices_left_on_the_host(batch, chunk, work):
     return torch.cat([work(torch.from_numpy(batch[s:s + chunk])).cpu() for s in range(0, len(batch), chunk)])
 
 
+BATCH = {"count": 2048, "n": 32}
+
+
+def predicted_ms(peak_flops, bandwidth, count=2048, n=32):
+    """The lesson's solution of ex-case-predict-batch."""
+    flops = count * (8 * n**3 / 3 + 5 * n**2 * math.log2(n**2))  # LU and FFT
+    moved = count * 8 * (n * n + 2 * n * n)  # det reads, fft2 reads and writes
+    return 1e3 * max(flops / peak_flops, moved / bandwidth)
+
+
+def prediction_with(flops_share=1.0, bytes_share=1.0, **batch):
+    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share,
+                                                      **(batch or BATCH))
+
+
+def lu_as_real(peak_flops, bandwidth, count=2048, n=32):
+    """The LU's complex multiply-adds counted as 2 real FLOPs, not 8."""
+    flops = count * (2 * n**3 / 3 + 5 * n**2 * math.log2(n**2))
+    moved = count * 24 * n * n
+    return 1e3 * max(flops / peak_flops, moved / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-case-predict-batch": lambda: (predicted_ms, {"device": device, **BATCH}),
     "ex-case-batched-power": lambda: (spectral_power, {}),
     "ex-case-lu-det": lambda: (lu_det, {}),
     "ex-case-chunks": lambda: (in_chunks, {}),
 }
 
 WRONG_ANSWERS = {
+    "ex-case-predict-batch": lambda: [
+        (lu_as_real, "as 2 real FLOPs each"),
+        (prediction_with(bytes_share=0.5), "4 bytes per complex64"),
+        (prediction_with(bytes_share=1 / 3), "each matrix's bytes once"),
+        (prediction_with(bytes_share=2), "complex128"),
+        (prediction_with(count=1, n=32), "one matrix instead of the whole batch"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (lambda peak_flops, bandwidth: 1e-3 * predicted_ms(peak_flops, bandwidth), "thousand times off"),
+    ],
     "ex-case-batched-power": lambda: [
         (power_in_a_loop, "Python loop"),
         (power_by_index, "Python loop"),

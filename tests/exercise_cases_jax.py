@@ -146,13 +146,35 @@ def counts_wrong_answers():
     ]
 
 
+M = 2**22
+
+
+def predicted_ms(peak_flops, bandwidth, m=M):
+    """The lesson's solution of ex-jax-predict-fused."""
+    return 1e3 * max(4 * m / peak_flops, 2 * 4 * m / bandwidth)
+
+
+def fused_prediction(flops_per_value, bytes_per_value):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops_per_value * M / peak_flops,
+                                                   bytes_per_value * M / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-jax-predict-fused": lambda: (predicted_ms, {"device": "cpu", "m": M}),
     "ex-jax-vmap-pairwise": lambda: (pairwise_solution(), {}),
     "ex-jax-timed": lambda: (timed, {}),
     "ex-jax-at-add": lambda: (counts_solution(), {}),
 }
 
 WRONG_ANSWERS = {
+    "ex-jax-predict-fused": lambda: [
+        (fused_prediction(4, 36), "every operation's arrays"),
+        (fused_prediction(4, 4), "x's bytes only"),
+        (fused_prediction(4, 16), "8 bytes per value"),
+        (fused_prediction(1, 8), "one FLOP per value"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (lambda peak_flops, bandwidth: 1e3 * predicted_ms(peak_flops, bandwidth), "thousand times off"),
+    ],
     "ex-jax-vmap-pairwise": pairwise_wrong_answers,
     "ex-jax-timed": timed_wrong_answers,
     "ex-jax-at-add": counts_wrong_answers,

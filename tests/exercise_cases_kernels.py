@@ -12,6 +12,7 @@ from functools import cache
 import numpy as np
 import pytest
 
+from gpukit.device import pick_device
 from gpukit.simulators import use_cuda_simulator, use_triton_interpreter
 
 
@@ -68,13 +69,35 @@ def triton_kernels():
             "abs": abs_kernel, "signature": relu_two_pointers}
 
 
+ADD_SIZE = 2**26
+
+
+def predicted_ms(peak_flops, bandwidth, k=ADD_SIZE):
+    """The lesson's solution of ex-kernels-predict-add."""
+    return 1e3 * max(k / peak_flops, 3 * 4 * k / bandwidth)
+
+
+def add_prediction(flops_per_value, bytes_per_value):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops_per_value * ADD_SIZE / peak_flops,
+                                                   bytes_per_value * ADD_SIZE / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-kernels-predict-add": lambda: (predicted_ms, {"device": pick_device(), "k": ADD_SIZE}),
     "ex-kernels-launch": lambda: (numba_kernels()["launch"], {}),
     "ex-kernels-numba-saxpy": lambda: (numba_kernels()["right"], {}),
     "ex-kernels-triton-relu": lambda: (triton_kernels()["right"], {}),
 }
 
 WRONG_ANSWERS = {
+    "ex-kernels-predict-add": lambda: [
+        (add_prediction(1, 4), "one vector's bytes"),
+        (add_prediction(1, 8), "the inputs' bytes only"),
+        (add_prediction(1, 24), "8 bytes per value"),
+        (add_prediction(2, 12), "2 FLOPs per value"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) / 1e3, "thousand times off"),
+    ],
     "ex-kernels-launch": lambda: [
         (numba_kernels()["rounded down"], "Round n / threads up"),  # the off-by-one launch
         (numba_kernels()["one block more"], "no item at all"),

@@ -132,13 +132,34 @@ def slogdet_wrong_answers():
     return wrong
 
 
+LU_BATCH = {"batch": 512, "k": 6}
+
+
+def predicted_ms(peak_flops, bandwidth, batch=512, k=6):
+    """The lesson's solution of ex-mps-predict-lu."""
+    return 1e3 * max(batch * 2 * k**3 / 3 / peak_flops, batch * 4 * (k * k + k * k) / bandwidth)
+
+
+def lu_prediction(flops_share=1.0, bytes_share=1.0, batch=512):
+    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share,
+                                                      batch=batch)
+
+
 SOLUTIONS = {
+    "ex-mps-predict-lu": lambda: (predicted_ms, {"device": pick_device(), **LU_BATCH}),
     "ex-mps-pivot-sign": lambda: ((-1) ** sum(p != i for i, p in enumerate(MPS_PIVOTS, start=1)), {}),
     "ex-mps-works-on": lambda: (works_on, {"device": device()}),
     "ex-mps-lu-slogdet": lambda: (lu_slogdet, {"device": device()}),
 }
 
 WRONG_ANSWERS = {
+    "ex-mps-predict-lu": lambda: [
+        (lu_prediction(bytes_share=0.5), "reads only"),
+        (lu_prediction(bytes_share=2), "8 bytes per value"),
+        (lu_prediction(flops_share=0.5), "multiply-add as one FLOP"),
+        (lu_prediction(batch=1), "one matrix instead of the batch"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+    ],
     "ex-mps-pivot-sign": lambda: [
         (1, "too large"),  # an even count of swaps: counting pivots equal to their step instead
         ("minus one", "expected a number"),

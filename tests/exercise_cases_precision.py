@@ -125,7 +125,20 @@ def _batches(dataset, device):  # returns the batches, not the loader
     return list(DataLoader(dataset, batch_size=32, shuffle=True))
 
 
+SIZE = 256
+
+
+def predicted_ms(peak_flops, bandwidth, size=SIZE):
+    """The lesson's solution of ex-prec-predict-bf16."""
+    return 1e3 * max(2 * size**3 / peak_flops, 3 * 2 * size**2 / bandwidth)
+
+
+def bf16_prediction(flops_share=1.0, bytes_share=1.0):
+    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share)
+
+
 SOLUTIONS = {
+    "ex-prec-predict-bf16": lambda: (predicted_ms, {"device": pick_device(), "size": SIZE}),
     "ex-prec-fp16-scaled": lambda: (scaled_fp16_matmul, _context()),
     "ex-prec-autocast-step": lambda: (autocast_step, _context()),
     "ex-prec-loader": lambda: (make_loader, _context()),
@@ -133,6 +146,12 @@ SOLUTIONS = {
 
 
 WRONG_ANSWERS = {
+    "ex-prec-predict-bf16": lambda: [
+        (bf16_prediction(flops_share=0.5), "multiply-add as one FLOP"),
+        (bf16_prediction(bytes_share=2), "4 bytes per value"),
+        (bf16_prediction(bytes_share=1 / 3), "one matrix's bytes"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+    ],
     "ex-prec-fp16-scaled": lambda: [
         (_unscaled, "float16 overflowed"),
         (_in_float32, "multiplied matrices in float32"),

@@ -154,13 +154,35 @@ def _without_zero_grad(model, optimiser, x, y):  # gradients pile up from step t
     return loss.detach()
 
 
+STEP = {"n": 1024, "features": 32, "hidden": 128}
+
+
+def predicted_ms(peak_flops, bandwidth, n=1024, features=32, hidden=128, products=2, value_bytes=4, result=True):
+    """The lesson's solution of ex-prof-predict-step, and (other arguments) its classic mistakes."""
+    flops = products * 2 * n * features * hidden
+    one = value_bytes * (n * features + features * hidden + (n * hidden if result else 0))
+    return 1e3 * max(flops / peak_flops, products * one / bandwidth)
+
+
+def step_prediction(**mistake):
+    return lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth, **mistake)
+
+
 SOLUTIONS = {
+    "ex-prof-predict-step": lambda: (predicted_ms, {"device": pick_device(), **STEP}),
     "ex-prof-hidden-sync": lambda: (clipped_step_without_waiting, _context()),
     "ex-prof-ranges": lambda: (train_step_in_ranges, _context()),
 }
 
 
 WRONG_ANSWERS = {
+    "ex-prof-predict-step": lambda: [
+        (step_prediction(products=1), "forward product only"),
+        (lambda peak_flops, bandwidth: predicted_ms(2 * peak_flops, bandwidth), "multiply-add as one FLOP"),
+        (step_prediction(value_bytes=8), "8 bytes per value"),
+        (step_prediction(result=False), "without the result"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+    ],
     "ex-prof-hidden-sync": lambda: [
         (_clipping(_as_given), "waited for the device: aten::"),
         (_clipping(_with_float), "aten::_local_scalar_dense"),

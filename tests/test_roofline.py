@@ -40,6 +40,8 @@ def test_a_product_is_compute_bound_and_an_expression_memory_bound_on_the_h100()
     # What the first H100 run measured (2.71 ms for the product), set against the datasheet's 2.05 ms.
     assert product.clause(2.71e-3) == ("the datasheet predicts 2.05 ms (intensity 683 FLOP/B, so compute-bound); "
                                        "measured 2.71 ms, 1.32 times that")
+    # An intensity of a thousand or more reads as a whole number, not '1.37e+03'.
+    assert "(intensity 1,365 FLOP/B, so compute-bound)" in predict(2 * 8192**3, 3 * 4 * 8192**2, H100).clause()
 
 
 def test_a_measurement_below_the_prediction_gets_a_reason_for_each_kind_of_limits():

@@ -15,12 +15,17 @@
   where the device has it, compares what it describes with what the kernel returns, then runs
   ``torch.library.opcheck``, which also traces the operator as ``torch.compile`` does.
 
+- ``ex-autograd-predict-layer``: ``predicted_ms(peak_flops, bandwidth)``, the least time of a forward and backward
+  pass of the lesson's dense layer (three matrix products), written before "Which version is faster?" times it;
+  tried on a compute-bound and a memory-bound device and on the run's own (:mod:`._predicting`).
+
 As in chapter 4's checks, the function runs once, in the ``method`` step, and what it returned goes to the
 comparison (``result``) through :func:`.checking.keep_output`.
 """
 
 from __future__ import annotations
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, compare, register
 from .checking import first_line as _first_line
 from .checking import keep_output as _kept
@@ -263,3 +268,24 @@ register(
     Exercise("ex-autograd-fake-distances", _pair_distances, needs=("device",), rtol=1e-5, atol=1e-6,
              method=_is_an_operator_with_a_working_fake, result=_output_of, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-autograd-predict-layer
+def _layer(n_batch: int, n_in: int, n_out: int, **_) -> Work:
+    """Forward x @ W^T, backward grad_z @ W and grad_z^T @ x: three products of 2 n_batch n_in n_out FLOPs, each
+    reading two float32 matrices and writing one (the sigmoid's and the bias's elementwise work is left out)."""
+    return Work(3 * 2 * n_batch * n_in * n_out, 3 * 4 * (n_batch * n_in + n_out * n_in + n_batch * n_out))
+
+
+def _layer_mistakes(n_batch: int, n_in: int, n_out: int, **_) -> list[tuple[str, Work]]:
+    right = _layer(n_batch, n_in, n_out)
+    return [("counting a multiply-add as one FLOP", Work(right.flops / 2, right.bytes_moved)),
+            ("counting the forward product only (the backward pass does two more: for x and for the weights)",
+             Work(right.flops / 3, right.bytes_moved / 3)),
+            ("counting each matrix's bytes once (each of the three products reads two matrices and writes one)",
+             Work(right.flops, 4 * (n_batch * n_in + n_out * n_in + n_batch * n_out))),
+            ("counting 8 bytes per element (float32 has 4)", Work(right.flops, 2 * right.bytes_moved))]
+
+
+register(function_exercise("ex-autograd-predict-layer", _layer, _layer_mistakes,
+                           needs=("device", "n_batch", "n_in", "n_out")))

@@ -14,6 +14,9 @@ matrices than the chunk.
 - ``ex-case-chunks``: ``in_chunks(batch, chunk, work)``: each slice of at most ``chunk`` matrices of a host array
   copied to the device, ``work`` called on it there, each result copied back to the host, the results joined
   in order.
+- ``ex-case-predict-batch``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the batched determinants
+  and FFTs of ``count`` complex64 matrices of ``n`` x ``n``, written before "How fast is each version?" times them;
+  tried on a compute-bound and a memory-bound device and on the run's own (:mod:`._predicting`).
 
 Complex work is checked where it runs: on the chosen device, else on the CPU (MPS has no complex LU).
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, register
 
 # --------------------------------------------------------------------------------------------- shared
@@ -394,3 +398,28 @@ register(
     Exercise("ex-case-chunks", _chunks_expected, rtol=1e-5, method=_works_in_chunks,
              result=_last_output("ex-case-chunks"), writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-case-predict-batch
+def _det_fft(count: int, n: int, **_) -> Work:
+    """Per matrix: the LU factorisation behind det, 8 n³ / 3 real FLOPs on complex values (2 n³ / 3 complex
+    multiply-adds of 8 real FLOPs each), and the 2-D FFT, 5 n² log2(n²) real FLOPs (the usual count of a complex FFT
+    of n² points); det reads each matrix once, fft2 reads it and writes its spectrum: 3 x 8 n² bytes of complex64."""
+    return Work(count * (8 * n**3 / 3 + 5 * n**2 * math.log2(n**2)), count * 3 * 8 * n**2)
+
+
+def _det_fft_mistakes(count: int, n: int, **_) -> list[tuple[str, Work]]:
+    right = _det_fft(count, n)
+    fft_flops = count * 5 * n**2 * math.log2(n**2)
+    return [("counting the LU's complex multiply-adds as 2 real FLOPs each (a complex one takes 8)",
+             Work(fft_flops + (right.flops - fft_flops) / 4, right.bytes_moved)),
+            ("counting 4 bytes per complex64 value (it holds two float32: 8 bytes)",
+             Work(right.flops, right.bytes_moved / 2)),
+            ("counting each matrix's bytes once (det reads it, fft2 reads it again and writes its spectrum)",
+             Work(right.flops, right.bytes_moved / 3)),
+            ("counting 16 bytes per value (complex128's; the batch is complex64)",
+             Work(right.flops, 2 * right.bytes_moved)),
+            ("counting one matrix instead of the whole batch", _det_fft(1, n))]
+
+
+register(function_exercise("ex-case-predict-batch", _det_fft, _det_fft_mistakes, needs=("device", "count", "n")))

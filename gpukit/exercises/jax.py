@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, compare, register
 
 # JAX is optional: it is imported inside these functions only, so that gpukit imports without it. The
@@ -233,3 +234,22 @@ register(
              result=_seconds_on_the_work_function, rtol=2.0, writes="device code"),
     Exercise("ex-jax-at-add", _counts_after_the_hits, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-jax-predict-fused
+def _fused_expression(m: int, **_) -> Work:
+    """exp(x) + 3 sin(x), jitted, on m float32 values: four operations per value, counted as one FLOP each; fused,
+    it reads x once and writes the result once."""
+    return Work(4 * m, 2 * 4 * m)
+
+
+def _fused_mistakes(m: int, **_) -> list[tuple[str, Work]]:
+    return [("counting every operation's arrays, as op by op (jit fuses the four into one read of x and one write)",
+             Work(4 * m, 9 * 4 * m)),
+            ("counting x's bytes only (the result is written too)", Work(4 * m, 4 * m)),
+            ("counting 8 bytes per value (float32 has 4)", Work(4 * m, 2 * 8 * m)),
+            ("counting one FLOP per value (there are four operations)", Work(m, 2 * 4 * m))]
+
+
+register(function_exercise("ex-jax-predict-fused", _fused_expression, _fused_mistakes, operation="elementwise",
+                           needs=("device", "m")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, register
 
 # The kernel exercises take the reader's kernel itself and launch it on small inputs of their own: on the GPU
@@ -259,3 +260,20 @@ register(
     Exercise("ex-kernels-triton-relu", _relu_expected, rtol=0.0, method=_is_a_masked_triton_relu,
              result=_triton_relu_output, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-kernels-predict-add
+def _vector_add(k: int, **_) -> Work:
+    """out = x + y on k float32 values: one addition each; x and y read, out written, 4 bytes a value."""
+    return Work(k, 3 * 4 * k)
+
+
+def _vector_add_mistakes(k: int, **_) -> list[tuple[str, Work]]:
+    return [("counting one vector's bytes (the kernel reads two and writes a third)", Work(k, 4 * k)),
+            ("counting the inputs' bytes only (the output is written too)", Work(k, 8 * k)),
+            ("counting 8 bytes per value (float32 has 4)", Work(k, 24 * k)),
+            ("counting 2 FLOPs per value (an addition is one; a multiply-add would be two)", Work(2 * k, 12 * k))]
+
+
+register(function_exercise("ex-kernels-predict-add", _vector_add, _vector_add_mistakes, operation="elementwise",
+                           needs=("device", "k")))

@@ -4,13 +4,16 @@ The two code exercises run the learner's function on the lesson's device. ``ex-m
 operations of the check's own that behave as a backend can (work, have no kernel, refuse a dtype, or run and
 return wrong values); ``ex-mps-lu-slogdet`` runs it with every determinant function of PyTorch removed, as on a
 backend that lacks them, on the device where the LU factorisation itself works (asked, as the lesson does,
-by running it there), else on the CPU.
+by running it there), else on the CPU. ``ex-mps-predict-lu`` asks for ``predicted_ms(peak_flops, bandwidth)`` of the
+batched LU determinants before they are timed, tried on a compute-bound and a memory-bound device and on the run's
+own (:mod:`._predicting`).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, compare, register
 
 MPS_PIVOTS = (3, 3, 4, 4)  # the 1-indexed pivots of ex-mps-pivot-sign, as torch.linalg.lu_factor returns them
@@ -274,3 +277,22 @@ register(
     Exercise("ex-mps-lu-slogdet", _slogdet_expected_on_the_cpu, needs=("device",), rtol=1e-4,
              method=_is_a_working_slogdet, result=_slogdet_on_the_cpu, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-mps-predict-lu
+def _lu_batch(batch: int, k: int, **_) -> Work:
+    """lu_factor_ex on batch float32 matrices of k x k: 2 k³ / 3 FLOPs each (the sign and the diagonal's product
+    left out); each matrix read once and its packed factors written once, 4 bytes a value."""
+    return Work(batch * 2 * k**3 / 3, batch * 2 * 4 * k * k)
+
+
+def _lu_mistakes(batch: int, k: int, **_) -> list[tuple[str, Work]]:
+    right = _lu_batch(batch, k)
+    return [("counting the matrices' reads only (the factors are written too)",
+             Work(right.flops, right.bytes_moved / 2)),
+            ("counting 8 bytes per value (float32 has 4)", Work(right.flops, 2 * right.bytes_moved)),
+            ("counting a multiply-add as one FLOP (k³ / 3 for an LU)", Work(right.flops / 2, right.bytes_moved)),
+            ("counting one matrix instead of the batch", _lu_batch(1, k))]
+
+
+register(function_exercise("ex-mps-predict-lu", _lu_batch, _lu_mistakes, needs=("device", "batch", "k")))

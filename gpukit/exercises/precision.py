@@ -23,6 +23,9 @@ passed by name), never with the reader's random stream:
   that cover every sample, with pinned memory where the device is CUDA and only there. The check reads the
   loader's settings, then runs one epoch, copying each batch to the device with ``non_blocking=True``, and
   compares the sample numbers it saw with the dataset's.
+- ``ex-prec-predict-bf16``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the ``size`` x ``size``
+  bfloat16 product, written before the formats are timed; tried on a compute-bound and a memory-bound device and
+  on the run's own where gpukit knows its bfloat16 peak (:mod:`._predicting`).
 
 The checks run the learner's function once, in the ``method`` step, and hand what it returned (or trained) to
 the comparison (``result``) through :func:`.checking.keep_output`.
@@ -30,6 +33,7 @@ the comparison (``result``) through :func:`.checking.keep_output`.
 
 from __future__ import annotations
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
@@ -329,3 +333,22 @@ register(
     Exercise("ex-prec-loader", _every_sample, needs=("device",), method=_loads_ahead, result=_output_of,
              writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-prec-predict-bf16
+def _bf16_product(size: int, **_) -> Work:
+    """size x size bfloat16 matrices multiplied: 2 size³ FLOPs (a multiply and an add per term); two matrices read
+    and one written, 2 bytes a value."""
+    return Work(2 * size**3, 3 * 2 * size**2)
+
+
+def _bf16_mistakes(size: int, **_) -> list[tuple[str, Work]]:
+    right = _bf16_product(size)
+    return [("counting a multiply-add as one FLOP", Work(right.flops / 2, right.bytes_moved)),
+            ("counting 4 bytes per value (float32's; bfloat16 has 2)", Work(right.flops, 2 * right.bytes_moved)),
+            ("counting one matrix's bytes (the product reads two and writes a third)",
+             Work(right.flops, right.bytes_moved / 3))]
+
+
+register(function_exercise("ex-prec-predict-bf16", _bf16_product, _bf16_mistakes, dtype="bfloat16",
+                           needs=("device", "size")))

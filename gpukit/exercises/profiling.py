@@ -18,6 +18,9 @@ and, on a GPU, loads kernels):
   the model's layers and the loss inside ``forward`` and none of the backward pass, the autograd engine's
   work inside ``backward`` (found by time, as on a GPU the backward pass runs on a thread of its own), the
   optimiser's ``step`` inside ``optimiser``; and it compares the trained parameters with plain training.
+- ``ex-prof-predict-step``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the step's two large
+  products (the first layer's forward product and its weight gradient), written before the step is profiled;
+  tried on a compute-bound and a memory-bound device and on the run's own (:mod:`._predicting`).
 
 The checks run the learner's function once, in the ``method`` step, and hand what it trained to the comparison
 (``result``) through :func:`.checking.keep_output`.
@@ -29,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..traces import is_host_wait
+from ._predicting import Work, function_exercise
 from .checking import Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
@@ -280,3 +284,24 @@ register(
     Exercise("ex-prof-ranges", _plain_parameters, needs=("device",), rtol=1e-4, atol=1e-6,
              method=_has_ranges, result=_output_of, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-prof-predict-step
+def _step_products(n: int, features: int, hidden: int, **_) -> Work:
+    """The first layer's forward product and its weight gradient, in float32: 2 n features hidden FLOPs each; each
+    reads two of x (n x features), the weights (hidden x features) and the hidden layer's output or its gradient
+    (n x hidden), and writes the third."""
+    return Work(2 * 2 * n * features * hidden, 2 * 4 * (n * features + features * hidden + n * hidden))
+
+
+def _step_mistakes(n: int, features: int, hidden: int, **_) -> list[tuple[str, Work]]:
+    right = _step_products(n, features, hidden)
+    return [("counting the forward product only (the weights' gradient is a second product of the same size)",
+             Work(right.flops / 2, right.bytes_moved / 2)),
+            ("counting a multiply-add as one FLOP", Work(right.flops / 2, right.bytes_moved)),
+            ("counting 8 bytes per value (float32 has 4)", Work(right.flops, 2 * right.bytes_moved)),
+            ("counting the operands without the result", Work(right.flops, 2 * 4 * (n * features + features * hidden)))]
+
+
+register(function_exercise("ex-prof-predict-step", _step_products, _step_mistakes,
+                           needs=("device", "n", "features", "hidden")))
