@@ -115,3 +115,20 @@ def test_the_exercises_solution_passes():
     code = "".join(solution["source"]).split("```python\n", 1)[1].split("```", 1)[0]
     ns = run(code, {"check": check, "math": math, "work_device": "cpu", "count": 2048, "n": 32})
     assert check("ex-case-predict-batch", ns["predicted_ms"], device="cpu", count=2048, n=32)
+
+
+@pytest.mark.parametrize("gpu_curves, sentence", [
+    (0, "No GPU's file has been added to data/benchmarks/ yet"),
+    (1, "1 of the reference curves was measured on a GPU."),
+    (2, "2 of the reference curves were measured on a GPU."),
+])
+def test_the_reference_curves_sentence_counts_the_gpu_curves(monkeypatch, gpu_curves, sentence):
+    import pandas as pd
+
+    from gpukit import benchmark_files
+
+    rows = [{"file": "cpu.json", "kind": "cpu", "curve": "a CPU"}] + [
+        {"file": f"gpu{i}.json", "kind": "cuda", "curve": f"GPU {i}"} for i in range(gpu_curves)]
+    monkeypatch.setattr(benchmark_files, "reference_curves", lambda *args, **kwargs: pd.DataFrame(rows))
+    glued = run(gluing(CELLS, "gpu_reference_story"), {"glue": Glued(), "batch": 64})["glue"]
+    assert glued["gpu_reference_story"].startswith(sentence)
