@@ -190,6 +190,12 @@ def test_the_stamp_is_read_back_as_the_page_and_the_notebook_show_it():
 
 
 # ------------------------------------------------------------------------------------------ end to end
+# scripts/execute_notebooks.py runs here in the test's process, whose pytest worker may have imported JAX for an
+# earlier test: its process pool's fork then warns, though the forked child only starts a kernel (make book runs
+# the script in a process of its own, without JAX).
+FORK_BESIDE_JAX = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+
+
 def tiny_book(root: Path, glued: bool = False) -> Path:
     """A book of one lesson, configured as the book is where it matters here (the execution cache, stderr fails
     the strict build, only the toc's files are built, ``{eval}`glued.<name>``` in the prose), with the GPU-run
@@ -251,6 +257,7 @@ def cached(book: Path):
     return record.data, cache.get_cache_bundle(record.pk).nb
 
 
+@FORK_BESIDE_JAX
 def test_make_book_takes_a_kept_run_in_place_of_executing_and_runs_the_cpu_again_once_it_is_gone(
         tmp_path, monkeypatch, capsys):
     book = tiny_book(tmp_path / "book")
@@ -276,6 +283,7 @@ def test_make_book_takes_a_kept_run_in_place_of_executing_and_runs_the_cpu_again
     assert "gpu_run" not in data and notebook_stamp(nb)["device"].startswith("cpu (")
 
 
+@FORK_BESIDE_JAX
 def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_code_changes(tmp_path, monkeypatch,
                                                                                             capsys):
     book = tiny_book(tmp_path / "book", glued=True)
