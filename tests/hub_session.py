@@ -51,6 +51,7 @@ USER_ENV = STATE / "user-env"
 USERS = ("ada", "grace")
 # An exercise as an attendee sees it in JupyterLab, for people to look at (the browser test's pictures are beside it).
 EXERCISE_SCREENSHOT = ROOT / "_build" / "site-test" / "screenshots" / "jupyterlab-exercise.png"
+PLACEHOLDER_SCREENSHOT = EXERCISE_SCREENSHOT.with_name("jupyterlab-placeholder.png")
 PASSWORD = "launch-button-test"
 # What the user environment must not see: gpukit's own files in .venv's site-packages.
 HIDDEN = ("gpukit",)
@@ -335,6 +336,21 @@ def screenshot_an_exercise(page, path: Path) -> bool:
     return True
 
 
+def screenshot_a_placeholder(page, path: Path) -> bool:
+    """A picture of the open notebook's first Markdown cell that shows a value's placeholder (what a learner reads
+    before running the cell that computes it), if it has one."""
+    from prose_values import PLACEHOLDER
+
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell",
+                        has_text=PLACEHOLDER).first
+    if not cell.count():
+        return False
+    cell.scroll_into_view_if_needed()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cell.screenshot(path=str(path))
+    return True
+
+
 # fetch() from the page, as the logged-in user, with the XSRF token that Jupyter's and the hub's APIs ask of a request
 # authenticated by a cookie. Returns the status and the start of the body.
 FETCH = """async ([url, method]) => {
@@ -534,6 +550,9 @@ def browse(plan: dict, report: dict) -> None:
                         report["news_prompt"] = news_prompt(page)
                     if "exercise_screenshot" not in report and screenshot_an_exercise(page, EXERCISE_SCREENSHOT):
                         report["exercise_screenshot"] = str(EXERCISE_SCREENSHOT)
+                    if "placeholder_screenshot" not in report and screenshot_a_placeholder(page,
+                                                                                           PLACEHOLDER_SCREENSHOT):
+                        report["placeholder_screenshot"] = str(PLACEHOLDER_SCREENSHOT)
                     if doc in plan["execute"]:
                         saved = home / plan["repository_folder"] / f"{doc}.ipynb"
                         entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])

@@ -262,6 +262,13 @@ def test_a_screenshot_shows_an_exercise_in_jupyterlab(hub):
     assert Path(shot).is_relative_to(ROOT / "_build")
 
 
+def test_a_screenshot_shows_a_values_placeholder_in_jupyterlab(hub):
+    """What a learner reads where a value will be, before its cell runs (CONTRIBUTING item 4): kept for a person
+    to look at, as the exercise's is."""
+    shot = hub["report"].get("placeholder_screenshot")
+    assert shot and Path(shot).is_file() and Path(shot).stat().st_size > 5_000, shot
+
+
 def test_pulled_repository_is_on_the_configured_branch(hub, site):
     """nbgitpuller commits what the user changed (here: the notebooks run and saved) before it merges, so
     the clone's HEAD may be its own commit; what it pulled is the configured branch's commit."""
