@@ -147,13 +147,38 @@ def ddp_script(*changes: tuple[str, str]) -> str:
     return text
 
 
+RING_VALUES, RING_RANKS = 10_000, 4
+
+
+def ring_predicted_ms(peak_flops, bandwidth):
+    """The lesson's solution of ex-dist-predict-ring."""
+    share = (RING_RANKS - 1) / RING_RANKS
+    return 1e3 * max(share * RING_VALUES / peak_flops, 2 * 2 * share * 4 * RING_VALUES / bandwidth)
+
+
+def ring_prediction_with(flops, nbytes):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-dist-predict-ring": lambda: (ring_predicted_ms, {"device": "cpu", "n_values": RING_VALUES,
+                                                         "world_size": RING_RANKS}),
     "ex-dist-ring-time": lambda: (2 * 7 / 8 * 2e9 / 50e9, {}),
     "ex-dist-allreduce-by-hand": lambda: (all_reduce_by_hand, {}),
     "ex-dist-ddp-script": lambda: (train_one_written() and DDP_SCRIPT, {}),
 }
 
 WRONG_ANSWERS = {
+    "ex-dist-predict-ring": lambda: [
+        (ring_prediction_with(0.75 * RING_VALUES, 6 * RING_VALUES), "without what it receives"),
+        (ring_prediction_with(3 * RING_VALUES, 96 * RING_VALUES), "the whole tensor at every step"),
+        (ring_prediction_with(0.75 * RING_VALUES, 24 * RING_VALUES), "8 bytes per value"),
+        (ring_prediction_with(RING_VALUES, 12 * RING_VALUES), "an addition for every value"),
+        (ring_prediction_with(0.75 * RING_VALUES, 30 * RING_VALUES), "too long"),
+        (lambda peak_flops, bandwidth: ring_predicted_ms(peak_flops, bandwidth) * 1e3, "a thousand times off"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (ring_predicted_ms(1e12, 1e11), "expected your function itself"),
+    ],
     "ex-dist-ring-time": lambda: [
         (2e9 / 50e9, "too small"),  # the data once
         (2 * 7 * 2e9 / 50e9, "too large"),  # every step sends the whole tensor

@@ -110,7 +110,20 @@ def pi_that_fails(generators, n_points):
     raise NotImplementedError("to do")
 
 
+N = 1024
+
+
+def predicted_ms(peak_flops, bandwidth):
+    """The lesson's solution of ex-par-predict-matmul."""
+    return 1e3 * max(2 * N**3 / peak_flops, 3 * 8 * N * N / bandwidth)
+
+
+def prediction_with(flops, nbytes):
+    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
+
+
 SOLUTIONS = {
+    "ex-par-predict-matmul": lambda: (predicted_ms, {"device": "cpu", "n": N}),
     "ex-par-dask-mean": lambda: (dask_mean_graph(SERIAL_ERRORS), {"serial_errors": SERIAL_ERRORS}),
     "ex-par-streams": lambda: (worker_generators, {}),
     "ex-par-pi": lambda: (pi_estimates, {}),
@@ -129,6 +142,16 @@ def _streams_wrong_answers():
 
 
 WRONG_ANSWERS = {
+    "ex-par-predict-matmul": lambda: [
+        (prediction_with(N**3, 24 * N * N), "multiply-add as one FLOP"),
+        (prediction_with(2 * N**3, 8 * N * N), "one matrix only"),
+        (prediction_with(2 * N**3, 16 * N * N), "without the product"),
+        (prediction_with(2 * N**3, 12 * N * N), "4 bytes per value"),
+        (prediction_with(2 * N**3, 48 * N * N), "too long"),
+        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) * 1e3, "a thousand times off"),
+        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (predicted_ms(1e12, 1e11), "expected your function itself"),
+    ],
     "ex-par-dask-mean": _dask_wrong_answers,
     "ex-par-streams": _streams_wrong_answers,
     "ex-par-pi": lambda: [(pi_global_generator, "drew nothing from generator 0"),

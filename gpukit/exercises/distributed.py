@@ -12,6 +12,10 @@ network namespace where Linux allows one, a timeout that stops every process):
   parameter checksum is compared with one process trained on the whole data set with batches of N x BATCH, which
   is what DDP over N ranks with a DistributedSampler computes. The classic mistakes give other checksums that the
   check computes too (no DDP, the same shuffle every epoch, every rank on all the data), so it can name them.
+
+``ex-dist-predict-ring`` asks for a prediction instead: ``predicted_ms(peak_flops, bandwidth)`` of one rank's part
+of the lesson's ring all-reduce (the bytes it sends and receives, the additions of its reduce-scatter), checked by
+:mod:`._predicting` on two made-up devices and on the device the ring ran on.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from ._predicting import Work, function_exercise
 from .checking import Exercise, register
 
 HAND_WORLD_SIZE = 3  # three ranks: a function that only works with two (rank 0 and "the other") is caught
@@ -359,3 +364,26 @@ register(
     Exercise("ex-dist-ddp-script", _ddp_expected, rtol=1e-5, atol=1e-6, method=_ddp_script_runs_as_ddp,
              result=_ddp_result, writes="a script"),
 )
+
+
+# ------------------------------------------------------------------ ex-dist-predict-ring
+def _ring_share(n_values: int, world_size: int, **_) -> Work:
+    # a rank sends 2 (N - 1) / N of the float32 tensor and receives as much (each byte read from or written to its
+    # memory), and adds N - 1 chunks of n_values / N values in the reduce-scatter
+    share = (world_size - 1) / world_size
+    return Work(share * n_values, 2 * 2 * share * 4 * n_values)
+
+
+def _ring_share_mistakes(n_values: int, world_size: int, **_) -> list[tuple[str, Work]]:
+    share, n = (world_size - 1) / world_size, world_size
+    return [("counting what the rank sends without what it receives", Work(share * n_values, 2 * share * 4 * n_values)),
+            ("counting the reduce-scatter's steps only (the all-gather sends as much again)",
+             Work(share * n_values, 2 * share * 4 * n_values)),
+            ("counting the whole tensor at every step, not one chunk of it",
+             Work((n - 1) * n_values, 2 * 2 * (n - 1) * 4 * n_values)),
+            ("counting 8 bytes per value (float32 has 4)", Work(share * n_values, 2 * 2 * share * 8 * n_values)),
+            ("counting an addition for every value of the tensor", Work(n_values, 2 * 2 * share * 4 * n_values))]
+
+
+register(function_exercise("ex-dist-predict-ring", _ring_share, _ring_share_mistakes, operation="elementwise",
+                           needs=("device", "n_values", "world_size")))

@@ -5,7 +5,10 @@
 - ``ex-par-streams``: a function that makes one torch generator per worker on the lesson's device, checked
   for what makes streams fit for parallel work (its own device, distinct, reproducible, no overlap with the
   next seed's streams: :func:`gpukit.random_streams.torch_stream_problems`);
-- ``ex-par-pi``: a Monte Carlo estimate of pi per worker, drawn on the device from each worker's generator.
+- ``ex-par-pi``: a Monte Carlo estimate of pi per worker, drawn on the device from each worker's generator;
+- ``ex-par-predict-matmul``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the lesson's n x n float64
+  product before it is timed with 1 and 2 threads (:mod:`._predicting`: tried on two made-up processors and on
+  this CPU's estimated peak and measured bandwidth; the classic mistakes are named).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 from ..arrays import library_of
 from ..device import pick_device
 from ..random_streams import torch_generators, torch_stream_problems
+from ._predicting import Work, function_exercise
 from .checking import Exercise, register
 
 # ------------------------------------------------------------------ ex-par-dask-mean
@@ -113,3 +117,21 @@ register(
     # 5e-4: a point on the circle's edge may fall either side with another order of float32 operations.
     Exercise("ex-par-pi", _pi_expected, method=_pi_problems, result=_pi_output, rtol=5e-4, writes="device code"),
 )
+
+
+# ------------------------------------------------------------------ ex-par-predict-matmul
+def _float64_product(n: int, **_) -> Work:
+    # n * n results of n multiply-adds (2 FLOPs each); a and b read and the product written, 8 bytes a value
+    return Work(2 * n**3, 3 * 8 * n * n)
+
+
+def _float64_product_mistakes(n: int, **_) -> list[tuple[str, Work]]:
+    return [("counting a multiply-add as one FLOP", Work(n**3, 24 * n * n)),
+            ("counting the bytes of one matrix only (a and b are read, the product written)",
+             Work(2 * n**3, 8 * n * n)),
+            ("counting a and b without the product that is written", Work(2 * n**3, 16 * n * n)),
+            ("counting 4 bytes per value (float64 has 8)", Work(2 * n**3, 12 * n * n))]
+
+
+register(function_exercise("ex-par-predict-matmul", _float64_product, _float64_product_mistakes, dtype="float64",
+                           needs=("device", "n")))
