@@ -8,8 +8,9 @@ start-up: torch, JAX, NumPy and numba.cuda are changed right after their own imp
 
 ``GPUKIT_FAKE_GPU_NODE`` (a comma-separated list) names what looks like the GPU node:
 
-- ``torch``: ``torch.cuda.is_available()`` is true and ``device_count()`` 1, the device's name, capability and
-  properties are the H100's, ``torch.version.cuda`` is "13.0" and ``torch.distributed.is_nccl_available()`` true.
+- ``torch``: ``torch.cuda.is_available()`` is true, ``device_count()`` 1 and ``current_device()`` 0, the device's
+  name, capability and properties are the H100's, ``torch.version.cuda`` is "13.0" and
+  ``torch.distributed.is_nccl_available()`` true.
   As on a real node, ``CUDA_VISIBLE_DEVICES`` hides the GPU: "" or "-1" leave no device. Only these answers are
   faked: a tensor made on "cuda" still fails ("Torch not compiled with CUDA enabled").
 - ``jax``: ``jax.default_backend()`` is "gpu" and every device reports platform "gpu" and the H100's kind, as
@@ -90,6 +91,7 @@ def _fake_torch(torch):
 
     cuda.is_available = lambda: visible_gpus() > 0
     cuda.device_count = visible_gpus
+    cuda.current_device = lambda: 0
     cuda.get_device_name = device_name
     cuda.get_device_capability = capability
     cuda.get_device_properties = properties
