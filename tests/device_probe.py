@@ -95,3 +95,23 @@ def usable_cuda() -> tuple[bool, str]:
         return False, "torch.cuda.is_available() is False here"
     why_not = unusable_gpu("torch")
     return (False, why_not) if why_not else (True, "")
+
+
+def force_the_cpu(monkeypatch) -> str:
+    """Run what follows on the CPU on any machine: ``GPUKIT_DEVICE=cpu``, which ``gpukit.device.pick_device`` (so the
+    lessons and the exercise checks) honours, and no ``GPUKIT_REQUIRE_GPU`` (the GPU workflow sets it, and then
+    choosing the CPU is an error). For tests whose subject is not the device: without it they ran on whatever
+    device the machine reports, and failed where torch reports a GPU it cannot use."""
+    monkeypatch.setenv("GPUKIT_DEVICE", "cpu")
+    monkeypatch.delenv("GPUKIT_REQUIRE_GPU", raising=False)
+    return "cpu"
+
+
+def skip_where_the_gpu_cannot_work(library: str = "torch", needs: str = "") -> None:
+    """Skip the calling test where ``library`` reports a GPU it cannot use (:func:`unusable_gpu`), saying what the
+    test ``needs`` of it; elsewhere return, and the test runs."""
+    import pytest
+
+    why_not = unusable_gpu(library)
+    if why_not:
+        pytest.skip(f"{why_not}; {needs}" if needs else why_not)
