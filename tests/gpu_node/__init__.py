@@ -73,12 +73,13 @@ def shell_assignments(environ: Mapping[str, str] | None = None, **options) -> st
 
 
 def forcing_env(environ: Mapping[str, str] | None = None, *, hide: Iterable[str] = (), hide_gpu: bool = False,
-                no_nvidia_smi: bool = False, torch_without_nccl: bool = False,
+                no_nvidia_smi: bool = False, torch_without_nccl: bool = False, torch_without_cuda: bool = False,
                 numpy_2_5: bool = False) -> dict[str, str]:
     """The variables that force a condition in a child Python, whatever this machine has: ``hide`` (import
     names that cannot be imported), ``hide_gpu`` (``CUDA_VISIBLE_DEVICES=""``: CUDA, and so torch, numba-cuda,
     CuPy and JAX, see no GPU), ``no_nvidia_smi`` (an nvidia-smi first on ``PATH`` that fails as on a node whose
-    driver is not loaded, so it lists no GPU), ``torch_without_nccl``, ``numpy_2_5`` (no ``np.row_stack``).
+    driver is not loaded, so it lists no GPU), ``torch_without_nccl``, ``torch_without_cuda`` (torch reports no CUDA
+    device, as a CPU build, whatever ``CUDA_VISIBLE_DEVICES`` says), ``numpy_2_5`` (no ``np.row_stack``).
     ``PYTHONPATH`` gets site/ in front where the sitecustomize is needed; ``environ`` (default ``os.environ``)
     is extended."""
     environ = os.environ if environ is None else environ
@@ -93,6 +94,8 @@ def forcing_env(environ: Mapping[str, str] | None = None, *, hide: Iterable[str]
         found["GPUKIT_TEST_HIDE"] = ",".join(hidden)
     if torch_without_nccl:
         found["GPUKIT_TEST_TORCH_WITHOUT_NCCL"] = "1"
+    if torch_without_cuda:
+        found["GPUKIT_TEST_TORCH_WITHOUT_CUDA"] = "1"
     if numpy_2_5:
         found["GPUKIT_TEST_NUMPY_2_5"] = "1"
     if set(found) - {"CUDA_VISIBLE_DEVICES", "PATH", "GPUKIT_FAKE_NVIDIA_SMI"}:

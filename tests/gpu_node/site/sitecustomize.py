@@ -26,6 +26,8 @@ What a test forces in a child, whatever the machine has:
   ``importlib.util.find_spec`` does not find them, as where they are not installed;
 - ``GPUKIT_TEST_TORCH_WITHOUT_NCCL=1``: ``torch.distributed.is_nccl_available()`` is false, as in a torch built
   without NCCL;
+- ``GPUKIT_TEST_TORCH_WITHOUT_CUDA=1``: ``torch.cuda.is_available()`` is false and ``device_count()`` 0, as in a
+  CPU build of torch, even where CUDA_VISIBLE_DEVICES names GPUs (Slurm sets it for a job granted GPUs);
 - ``GPUKIT_TEST_NUMPY_2_5=1``: NumPy has no ``np.row_stack``, which NumPy 2.5 removed; asking for it raises
   NumPy's own ``AttributeError: module 'numpy' has no attribute 'row_stack'``.
 """
@@ -38,6 +40,7 @@ from importlib.machinery import PathFinder
 FAKE = "GPUKIT_FAKE_GPU_NODE"
 HIDE = "GPUKIT_TEST_HIDE"
 WITHOUT_NCCL = "GPUKIT_TEST_TORCH_WITHOUT_NCCL"
+WITHOUT_CUDA = "GPUKIT_TEST_TORCH_WITHOUT_CUDA"
 NUMPY_2_5 = "GPUKIT_TEST_NUMPY_2_5"
 
 # The node's one GPU (doctor-gpu.txt, env.txt of the 2026-11-26 run).
@@ -107,11 +110,18 @@ def _torch_without_nccl(torch):
         distributed.is_nccl_available = lambda: False
 
 
+def _torch_without_cuda(torch):
+    torch.cuda.is_available = lambda: False
+    torch.cuda.device_count = lambda: 0
+
+
 def _after_torch(torch):
     if "torch" in _names(FAKE):
         _fake_torch(torch)
     if os.environ.get(WITHOUT_NCCL) == "1":
         _torch_without_nccl(torch)
+    if os.environ.get(WITHOUT_CUDA) == "1":
+        _torch_without_cuda(torch)
 
 
 def _after_jax(jax):
