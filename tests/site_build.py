@@ -53,6 +53,10 @@ LESSON_RUNS_STALL_S = 240
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 EXECUTE_NOTEBOOKS = [sys.executable, str(ROOT / "scripts" / "execute_notebooks.py"), "--cache", str(SITE_CACHE)]
 
+# Why the site (and so the hub test) cannot be built where torch reports a GPU it cannot use (tests/device_probe.py):
+# the build executes the lessons, or takes their nbval runs, and a lesson puts its tensors on the GPU it is shown.
+LESSONS_NEED_THE_GPU = "the test site is built from runs of the lessons, which put their tensors on that GPU"
+
 # The branch the test site launches: not the repository's default, because a launch link that loses its
 # branch (a known Jupyter Book bug) would still pull the default and look right.
 LAUNCH_BRANCH = "workshop-hub-test"

@@ -1,5 +1,7 @@
 """gpukit.arrays on the CPU: every GPU branch is entered through fake CuPy and JAX objects and a patched torch."""
 
+import os
+import subprocess
 import sys
 import types
 
@@ -7,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from gpukit import arrays
 from gpukit.arrays import device_index, device_kind, is_array, library_of, synchronize, to_numpy
 
 
@@ -172,10 +173,20 @@ def test_device_kind(obj, kind):
     assert device_kind(obj) == kind
 
 
+def on_jax_s_cpu(code: str) -> None:
+    """Run ``code`` in a child Python whose JAX is forced onto the CPU (JAX_PLATFORMS=cpu), whatever this machine
+    has: on a GPU node JAX's arrays would live on the GPU. The code's asserts are the test's."""
+    pytest.importorskip("jax")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    env["JAX_PLATFORMS"] = "cpu"
+    done = subprocess.run([sys.executable, "-c", "import jax.numpy as jnp\nfrom gpukit import arrays\n" + code],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_device_kind_of_cupy_and_real_jax(log):
-    jnp = pytest.importorskip("jax.numpy")
     assert device_kind(FakeCupyArray(1, log)) == "cuda"
-    assert device_kind(jnp.ones(2)) == "cpu"
+    on_jax_s_cpu("assert arrays.device_kind(jnp.ones(2)) == 'cpu'")
 
 
 def test_device_index(log):
@@ -369,7 +380,6 @@ def test_unknown_device_is_rejected(bad):
 
 
 def test_real_jax_array_is_waited_for():
-    jnp = pytest.importorskip("jax.numpy")
-    result = jnp.ones(3) * 2
-    synchronize({"x": result})
-    assert device_kind(result) == "cpu" and arrays.to_numpy(result).tolist() == [2.0, 2.0, 2.0]
+    on_jax_s_cpu("result = jnp.ones(3) * 2\n"
+                 "arrays.synchronize({'x': result})\n"
+                 "assert arrays.device_kind(result) == 'cpu' and arrays.to_numpy(result).tolist() == [2.0, 2.0, 2.0]")

@@ -79,9 +79,12 @@ def test_a_quick_run_writes_a_valid_file(tmp_path):
 def test_the_command_line_writes_into_the_given_folder(tmp_path, capsys):
     from gpukit.__main__ import main
 
-    assert main(["bench", "--quick", "--no-progress", "--folder", str(tmp_path), "--name", "here"]) == 0
+    # --devices cpu: what is written is the test, not which devices this machine has (on a GPU node the default
+    # measures its GPU too, which a node whose GPU torch cannot use would fail on).
+    assert main(["bench", "--quick", "--devices", "cpu", "--no-progress", "--folder", str(tmp_path),
+                 "--name", "here"]) == 0
     written = read_benchmark_file(tmp_path / "here.json")
-    expected = f"python -m gpukit bench --quick --no-progress --folder {tmp_path} --name here"
+    expected = f"python -m gpukit bench --quick --devices cpu --no-progress --folder {tmp_path} --name here"
     assert written["command"] == expected
     assert "wrote" in capsys.readouterr().out
 
@@ -91,7 +94,7 @@ def test_a_quick_run_from_the_command_line_stays_out_of_the_books_data(tmp_path,
     from gpukit.__main__ import main
 
     monkeypatch.setattr(paths, "project_root", lambda: tmp_path)
-    assert main(["bench", "--quick", "--no-progress"]) == 0
+    assert main(["bench", "--quick", "--devices", "cpu", "--no-progress"]) == 0
     assert not (tmp_path / "data").exists()
     assert len(list((tmp_path / "_build" / "cache" / "benchmarks-quick").glob("*.json"))) == 1
 

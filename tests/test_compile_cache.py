@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+from device_probe import skip_where_the_gpu_cannot_work
 
 from gpukit import compile_cache, paths
 from gpukit.compile_cache import (
@@ -97,6 +98,7 @@ def project_with_a_space(monkeypatch, tmp_path):
 
 
 def test_torch_compile_writes_into_the_chosen_folder(project_with_a_space):
+    skip_where_the_gpu_cannot_work(needs="torch.compile saves the CUDA random state before it traces")
     """A real compilation, in a fresh process so that this process's inductor state is untouched, for a project
     whose path has spaces: inductor's C++ compile command would split a cache path at them."""
     import subprocess

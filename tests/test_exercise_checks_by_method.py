@@ -3,20 +3,27 @@ the products it times), so a right answer written another way than the lesson's 
 checks' own machinery must see what they claim to see. (tests/test_exercises.py runs each exercise's solution and
 wrong answers; these are the other right answers.)"""
 
-import sys
 import time
-from pathlib import Path
 
+import pytest
 import torch
+from device_probe import force_the_cpu
 
 from gpukit import check
-from gpukit.device import pick_device
 from gpukit.exercises import benchmarks, case_study
+from gpukit.hardware import device_peak
 
-sys.path.insert(0, str(Path(__file__).parent))
-from exercise_cases_benchmarks import peak_flops  # noqa: E402
+device = "cpu"  # on_the_cpu forces it for the checks too
 
-device = pick_device()
+
+def peak_flops():
+    return device_peak(device, "float32", operation="matmul").flops_per_s
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
+    force_the_cpu(monkeypatch)
 
 
 def test_the_spectral_power_by_parseval_or_vmap_passes():

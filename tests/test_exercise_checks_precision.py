@@ -3,12 +3,19 @@ pass, the check's data make float16 overflow unless scaled, and a check leaves t
 
 import pytest
 import torch
+from device_probe import force_the_cpu
 from exercise_cases_precision import autocast_step, make_loader, scaled_fp16_matmul, scaled_under_autocast
 from torch.utils.data import DataLoader
 
 from gpukit.device import pick_device
 from gpukit.exercises import check
 from gpukit.exercises import precision as answers
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
+    force_the_cpu(monkeypatch)
 
 
 def test_float16_under_autocast_passes():

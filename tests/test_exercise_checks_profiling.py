@@ -1,12 +1,20 @@
 """The checks of chapter 14's exercises beyond their cases (tests/exercise_cases_profiling.py): another right
 answer passes, the check's data make clipping matter, and a check leaves the reader's session as it was."""
 
+import pytest
 import torch
+from device_probe import force_the_cpu
 from exercise_cases_profiling import clipped_step_without_waiting, clipped_with_clamp, train_step_in_ranges
 
 from gpukit.device import pick_device
 from gpukit.exercises import check
 from gpukit.exercises import profiling as answers
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
+    force_the_cpu(monkeypatch)
 
 
 def test_clipping_by_hand_without_a_wait_passes():

@@ -1,9 +1,17 @@
 """Chapter 2's checks accept every right way of writing an answer, not only the lesson's solution."""
 
 import numpy as np
+import pytest
 import torch
+from device_probe import force_the_cpu
 
 from gpukit.exercises import check
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
+    force_the_cpu(monkeypatch)
 
 
 def test_other_right_ways_to_make_worker_generators_pass():

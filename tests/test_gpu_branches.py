@@ -12,7 +12,8 @@ Sizes a lesson picks for a GPU (``n = 4096 if gpu_ready else 1024``) would take 
 each such choice between two numeric literals at the smaller one (an IPython AST transformer, `SMALLER_SIZES`),
 so the GPU branch runs at the CPU's scale. What no stand-in can run (a CUDA build of PyTorch: its tensors cannot
 live anywhere but on a GPU) is checked by reading the code (tests/test_lesson_names.py) and by the tests of each
-lesson's GPU settings.
+lesson's GPU settings; in the kernel torch reports no CUDA device (`TORCH_WITHOUT_CUDA`), so that the lesson
+takes its CuPy branches on the stand-in and its torch branches on the CPU on any machine, a GPU node included.
 """
 
 from __future__ import annotations
@@ -65,12 +66,24 @@ get_ipython().ast_transformers.append(SmallerSizes())
 """
 
 
+# Another start-up file: PyTorch in the kernel has no usable CUDA, whatever this machine has. The stand-ins compute on
+# the CPU, so a CUDA tensor cannot share their memory; on a GPU node (or the simulated one, tests/gpu_node, where
+# torch reports a GPU it cannot use) the lesson's torch-on-CUDA branches would hand a stand-in's array to the GPU.
+TORCH_WITHOUT_CUDA = """
+import torch
+
+torch.cuda.is_available = lambda: False
+torch.cuda.device_count = lambda: 0
+"""
+
+
 @pytest.fixture(scope="module")
 def ipython_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpu-branches-ipython")
     startup = folder / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-smaller-sizes.py").write_text(SMALLER_SIZES, encoding="utf-8")
+    (startup / "01-torch-without-cuda.py").write_text(TORCH_WITHOUT_CUDA, encoding="utf-8")
     return folder
 
 

@@ -7,26 +7,12 @@ machine without a usable GPU fails here instead of passing the unit tests by ski
 import numpy as np
 import pytest
 import torch
+from device_probe import usable_cuda
 
 from gpukit.arrays import device_index, device_kind, synchronize, to_numpy
 from gpukit.device import gpu_required
 from gpukit.memory import device_memory
 from gpukit.timing import benchmark
-
-
-def usable_cuda() -> tuple[bool, str]:
-    """Whether torch can put a tensor on a CUDA GPU here, and if not, why. torch.cuda.is_available() alone is not
-    enough: a node whose driver is broken says yes, and so does the simulated GPU node (tests/gpu_node), where a
-    CPU build of torch reports the H100 and every tensor sent there fails. These tests need the real thing."""
-    if not torch.cuda.is_available():
-        return False, "torch.cuda.is_available() is False here"
-    try:
-        torch.zeros(1, device="cuda")
-    except Exception as error:  # noqa: BLE001 - whatever stops a tensor there, these tests cannot run
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return False, f"torch reports a CUDA GPU but cannot make a tensor on it ({first})"
-    return True, ""
-
 
 HAS_CUDA, NO_CUDA = usable_cuda()
 HAS_MPS = torch.backends.mps.is_available()

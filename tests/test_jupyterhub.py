@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from booktoc import ROOT, toc_files
+from device_probe import skip_where_the_gpu_cannot_work
 from hub_lesson_checks import problems
 from hub_session import (
     EDITED,
@@ -46,7 +47,7 @@ from hub_session import (
 )
 from lesson_runs import run_in
 from netns import loopback_namespace_prefix
-from site_build import REPOSITORY_PATH, built_site
+from site_build import LESSONS_NEED_THE_GPU, REPOSITORY_PATH, built_site
 from slurm_cluster import GPU_TYPES, PARTITION, SlurmCluster, why_not_here
 
 from gpukit.distributed import free_port
@@ -67,6 +68,8 @@ def launch_link(site: dict, doc: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def site(request):
+    # Before building: where torch reports a GPU it cannot use the lessons cannot run (a build error never skips).
+    skip_where_the_gpu_cannot_work(needs=LESSONS_NEED_THE_GPU)
     record = built_site(run_in(request.session))
     if record["error"]:
         pytest.fail(record["error"])

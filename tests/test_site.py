@@ -21,10 +21,11 @@ from urllib.parse import urljoin, urlparse
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from booktoc import toc_files
+from device_probe import skip_where_the_gpu_cannot_work
 from lesson_runs import run_in
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
-from site_build import HTML, SITE, built_site, note_problem, stamp_problem
+from site_build import HTML, LESSONS_NEED_THE_GPU, SITE, built_site, note_problem, stamp_problem
 
 SCREENSHOT = SITE / "screenshots" / "landing.png"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
@@ -42,6 +43,8 @@ AXE_OPTIONS = {"resultTypes": ["violations"], "rules": {"label-content-name-mism
 @pytest.fixture(scope="module")
 def site(request):
     """The test site, built offline when possible. Yields whether the build was offline."""
+    # Before building: where torch reports a GPU it cannot use the lessons cannot run (a build error never skips).
+    skip_where_the_gpu_cannot_work(needs=LESSONS_NEED_THE_GPU)
     record = built_site(run_in(request.session))
     if record["error"]:
         pytest.fail(record["error"])

@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpu_node import forcing_env
 from slurm_cluster import PARTITION, SlurmCluster, why_not_here
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,7 +331,11 @@ def job_env(cluster):
     out = cluster.state / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
+    # The cluster's GPUs are device files: its jobs compute on the CPU (and gloo), and the patterns above say so.
+    # Slurm sets CUDA_VISIBLE_DEVICES for them, so on a machine with a GPU (or the simulated GPU node) torch in the
+    # jobs would report it: their Python gets torch without CUDA, forced (tests/gpu_node's forcing_env).
     return cluster.env(
+        **forcing_env(cluster.env(), torch_without_cuda=True),
         GPU_PYTHON_PARTITION=PARTITION, GPU_PYTHON_VENV=sys.prefix, GPU_PYTHON_HOST_IP="127.0.0.1",
         GPU_PYTHON_RESULTS=str(out / "results"), GPU_PYTHON_GPU_TYPES="fakea fakeb", GPU_PYTHON_MONITOR_SECONDS="1",
         # This node runs the other test worker's notebooks and browser beside it: with 6 tries, the head started on

@@ -17,6 +17,7 @@ import re
 import nbformat
 import pytest
 from booktoc import ROOT
+from device_probe import skip_where_the_gpu_cannot_work
 from nbclient import NotebookClient
 from packaging.requirements import Requirement
 
@@ -134,6 +135,7 @@ def printed(nb) -> str:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_to_the_end_without_the_optional_libraries(path, thin_ipython_dir, monkeypatch):
+    skip_where_the_gpu_cannot_work(needs="the lessons put their tensors on the GPU torch reports")
     monkeypatch.setenv("IPYTHONDIR", str(thin_ipython_dir))
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))

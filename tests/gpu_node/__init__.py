@@ -19,8 +19,22 @@ with NumPy). Use it, e.g.::
     env $(python -c "import sys; sys.path.insert(0, 'tests'); from gpu_node import shell_assignments; \\
           print(shell_assignments())") python -m pytest tests/test_preflight.py tests/test_extensions.py
 
+The whole suite runs there too (12-15 minutes on 2 cores; not in `make test`, which runs the GPU tests there,
+tests/test_gpu_node_suite.py)::
+
+    env $(.venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from gpu_node import shell_assignments; \
+          print(shell_assignments())") nice -n 10 .venv/bin/python -m pytest -n 2 tests -p no:cacheprovider -q -rfEs
+
+Each test forces the device it tests (``GPUKIT_DEVICE=cpu`` for the exercise checks, JAX on the CPU, a kernel's
+torch without CUDA) or, where it needs real work on the GPU that torch or numba-cuda reports, skips with
+tests/device_probe.py's reason: "torch reports a CUDA GPU but cannot make a tensor on it (Torch not compiled with
+CUDA enabled)", and what it needs. There that is the site and JupyterHub tests (the site is built from runs of the
+lessons; the probe runs before the build), the thin-kernel runs of the lessons, the GPU tests of
+tests/test_gpu_only.py, and the checks that compile (Dynamo saves the CUDA random state wherever torch reports a
+GPU) or launch kernels. On a real GPU node the probe passes and they run.
+
 :func:`forcing_env` returns the variables that force a condition in a child Python whatever the machine has
-(a library missing, torch without NCCL, NumPy 2.5's missing ``np.row_stack``, the GPU hidden).
+(a library missing, torch without NCCL or without CUDA, NumPy 2.5's missing ``np.row_stack``, the GPU hidden).
 """
 
 from __future__ import annotations
@@ -73,12 +87,13 @@ def shell_assignments(environ: Mapping[str, str] | None = None, **options) -> st
 
 
 def forcing_env(environ: Mapping[str, str] | None = None, *, hide: Iterable[str] = (), hide_gpu: bool = False,
-                no_nvidia_smi: bool = False, torch_without_nccl: bool = False,
+                no_nvidia_smi: bool = False, torch_without_nccl: bool = False, torch_without_cuda: bool = False,
                 numpy_2_5: bool = False) -> dict[str, str]:
     """The variables that force a condition in a child Python, whatever this machine has: ``hide`` (import
     names that cannot be imported), ``hide_gpu`` (``CUDA_VISIBLE_DEVICES=""``: CUDA, and so torch, numba-cuda,
     CuPy and JAX, see no GPU), ``no_nvidia_smi`` (an nvidia-smi first on ``PATH`` that fails as on a node whose
-    driver is not loaded, so it lists no GPU), ``torch_without_nccl``, ``numpy_2_5`` (no ``np.row_stack``).
+    driver is not loaded, so it lists no GPU), ``torch_without_nccl``, ``torch_without_cuda`` (torch reports no CUDA
+    device, as a CPU build, whatever ``CUDA_VISIBLE_DEVICES`` says), ``numpy_2_5`` (no ``np.row_stack``).
     ``PYTHONPATH`` gets site/ in front where the sitecustomize is needed; ``environ`` (default ``os.environ``)
     is extended."""
     environ = os.environ if environ is None else environ
@@ -93,6 +108,8 @@ def forcing_env(environ: Mapping[str, str] | None = None, *, hide: Iterable[str]
         found["GPUKIT_TEST_HIDE"] = ",".join(hidden)
     if torch_without_nccl:
         found["GPUKIT_TEST_TORCH_WITHOUT_NCCL"] = "1"
+    if torch_without_cuda:
+        found["GPUKIT_TEST_TORCH_WITHOUT_CUDA"] = "1"
     if numpy_2_5:
         found["GPUKIT_TEST_NUMPY_2_5"] = "1"
     if set(found) - {"CUDA_VISIBLE_DEVICES", "PATH", "GPUKIT_FAKE_NVIDIA_SMI"}:

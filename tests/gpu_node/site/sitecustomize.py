@@ -8,8 +8,9 @@ start-up: torch, JAX, NumPy and numba.cuda are changed right after their own imp
 
 ``GPUKIT_FAKE_GPU_NODE`` (a comma-separated list) names what looks like the GPU node:
 
-- ``torch``: ``torch.cuda.is_available()`` is true and ``device_count()`` 1, the device's name, capability and
-  properties are the H100's, ``torch.version.cuda`` is "13.0" and ``torch.distributed.is_nccl_available()`` true.
+- ``torch``: ``torch.cuda.is_available()`` is true, ``device_count()`` 1 and ``current_device()`` 0, the device's
+  name, capability and properties are the H100's, ``torch.version.cuda`` is "13.0" and
+  ``torch.distributed.is_nccl_available()`` true.
   As on a real node, ``CUDA_VISIBLE_DEVICES`` hides the GPU: "" or "-1" leave no device. Only these answers are
   faked: a tensor made on "cuda" still fails ("Torch not compiled with CUDA enabled").
 - ``jax``: ``jax.default_backend()`` is "gpu" and every device reports platform "gpu" and the H100's kind, as
@@ -25,6 +26,8 @@ What a test forces in a child, whatever the machine has:
   ``importlib.util.find_spec`` does not find them, as where they are not installed;
 - ``GPUKIT_TEST_TORCH_WITHOUT_NCCL=1``: ``torch.distributed.is_nccl_available()`` is false, as in a torch built
   without NCCL;
+- ``GPUKIT_TEST_TORCH_WITHOUT_CUDA=1``: ``torch.cuda.is_available()`` is false and ``device_count()`` 0, as in a
+  CPU build of torch, even where CUDA_VISIBLE_DEVICES names GPUs (Slurm sets it for a job granted GPUs);
 - ``GPUKIT_TEST_NUMPY_2_5=1``: NumPy has no ``np.row_stack``, which NumPy 2.5 removed; asking for it raises
   NumPy's own ``AttributeError: module 'numpy' has no attribute 'row_stack'``.
 """
@@ -37,6 +40,7 @@ from importlib.machinery import PathFinder
 FAKE = "GPUKIT_FAKE_GPU_NODE"
 HIDE = "GPUKIT_TEST_HIDE"
 WITHOUT_NCCL = "GPUKIT_TEST_TORCH_WITHOUT_NCCL"
+WITHOUT_CUDA = "GPUKIT_TEST_TORCH_WITHOUT_CUDA"
 NUMPY_2_5 = "GPUKIT_TEST_NUMPY_2_5"
 
 # The node's one GPU (doctor-gpu.txt, env.txt of the 2026-11-26 run).
@@ -90,6 +94,7 @@ def _fake_torch(torch):
 
     cuda.is_available = lambda: visible_gpus() > 0
     cuda.device_count = visible_gpus
+    cuda.current_device = lambda: 0
     cuda.get_device_name = device_name
     cuda.get_device_capability = capability
     cuda.get_device_properties = properties
@@ -105,11 +110,18 @@ def _torch_without_nccl(torch):
         distributed.is_nccl_available = lambda: False
 
 
+def _torch_without_cuda(torch):
+    torch.cuda.is_available = lambda: False
+    torch.cuda.device_count = lambda: 0
+
+
 def _after_torch(torch):
     if "torch" in _names(FAKE):
         _fake_torch(torch)
     if os.environ.get(WITHOUT_NCCL) == "1":
         _torch_without_nccl(torch)
+    if os.environ.get(WITHOUT_CUDA) == "1":
+        _torch_without_cuda(torch)
 
 
 def _after_jax(jax):
