@@ -23,6 +23,7 @@ import nbformat
 import pytest
 import yaml
 from booktoc import ROOT
+from device_probe import force_the_cpu
 from gpu_node import DRIVER, GPU_NAME, gpu_node_env
 from site_build import note_problem, page_text, stamp_problem
 
@@ -233,6 +234,9 @@ def make_gpu_check_on_the_simulated_node(book: Path, out: Path) -> subprocess.Co
 
 
 def execute(book: Path, monkeypatch, capsys) -> str:
+    """make book's execution step over ``book``; a lesson it executes runs on the CPU on any machine (on a GPU node,
+    or the simulated one, the kernel would otherwise take the GPU the machine reports)."""
+    force_the_cpu(monkeypatch)
     monkeypatch.setattr(execute_notebooks, "ROOT", book)
     assert execute_notebooks.main(["--cache", str(book / "_build" / "cache"), "--jobs", "1"]) == 0
     return capsys.readouterr().out
