@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -377,12 +378,19 @@ LAST_NICE = -5
 def jobs(cluster, job_env):
     """Every template submitted at once, but LAST, which waits for the others to end; waits for all; returns
     {template: [job id, ...]}."""
+    started = time.time() - 1
     submitted = {name: submit(cluster, job_env, name, *options) for name, (options, _) in SUBMISSIONS.items()
                  if name != LAST}
     others = ":".join(i for ids in submitted.values() for i in ids)
     submitted[LAST] = submit(cluster, job_env, LAST, *SUBMISSIONS[LAST][0], f"--dependency=afterany:{others}",
                              nice=LAST_NICE)
     cluster.wait([i for ids in submitted.values() for i in ids], WAIT_S)
+    # Where nvidia-smi answers (a GPU node, the simulated one), site.sh's monitor logs each GPU job's use to
+    # gpu-usage-<job id>.csv in the folder the job was submitted from, as a reader wants it: here the book's own
+    # folder. The test's logs go with its jobs' outputs instead of staying in the repository.
+    for log in ROOT.glob("gpu-usage-*.csv"):
+        if log.stat().st_mtime >= started:
+            shutil.move(log, Path(job_env["OUT"]) / log.name)
     return submitted
 
 
