@@ -19,7 +19,11 @@ def test_sleeping_threads_overlap():
     assert result.one_after_other.median > 1.75 * sleep
     assert result.together.median < 1.5 * sleep
     assert result.saved > 0.2 and result.share_of_best > 0.5
-    assert result.verdict() == "overlapped" and "saving" in result.sentence()
+    # Its sentence gives the share of the shorter piece hidden; where late wake-ups in the separate timings make the
+    # saving exceed the whole shorter piece (111.5 ms of 100.2 ms, seen once in a fresh-clone make test), it says so.
+    assert result.verdict() == "overlapped"
+    assert ("hid " in result.sentence() and "saving" in result.sentence()) if result.share_of_best <= 1.1 else (
+        "more than hiding the shorter piece" in result.sentence())
     assert "together (threads)" in str(result)
 
 
