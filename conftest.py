@@ -22,8 +22,9 @@ import lesson_runs  # noqa: E402
 from lesson_solutions import as_tested  # noqa: E402
 
 # The fixture `fake_cuda` (tests/fake_cuda.py): one stand-in CUDA GPU on a CPU-only PyTorch, for any test that runs
-# the book's CUDA code paths here.
-pytest_plugins = ("fake_cuda",)
+# the book's CUDA code paths here; `made_up_cpu` and `pcie5` (tests/made_up_machines.py): the CPU and the link the
+# prediction tests work their figures out for.
+pytest_plugins = ("fake_cuda", "made_up_machines")
 
 try:
     from nbval.plugin import IPyNbFile

@@ -14,38 +14,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 from lesson_code import Glued, code_cell, gluing, lesson, run
+from made_up_machines import timed
 
-from gpukit import check, hardware, roofline, skip_unless
-from gpukit.timing import Timing
+from gpukit import check, hardware, skip_unless
 
 CELLS = lesson("01-cpu-vs-gpu")
 PREDICTIONS = ("naive_predicted", "jax_predicted", "solve_predicted", "predict_story", "mm_predicted",
                "ew_predicted", "threads_predicted", "f64_predicted", "copy_predicted", "trip_predicted")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
 RATIO = re.compile(r"measured [\d.,]+ (ms|µs|s)\b.*?, ([\d.,]+) times that")
-
-
-def timing(seconds, label="t"):
-    return Timing(label, (seconds,) * 5)
-
-
-@pytest.fixture
-def cpu_estimate(monkeypatch):
-    """The CPU's peak as gpukit estimates it from a made-up 4-core AVX2 cpuinfo at 2 GHz: 256 GFLOP/s in float32."""
-    real = hardware.estimate_cpu_peak
-
-    def estimate(dtype="float32", cpuinfo=None, max_mhz=None, cores=None):
-        return real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores)
-
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", estimate)
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
-
-
-@pytest.fixture
-def pcie5(monkeypatch):
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(roofline.subprocess, "run", lambda *args, **kwargs: SimpleNamespace(stdout="5, 16\n"))
 
 
 def namespace(device, n):
@@ -58,9 +34,9 @@ def namespace(device, n):
         "skip_unless": skip_unless, "check": check, "statistics": __import__("statistics"),
         "matmul_flops": 2 * n**3, "a": torch.ones(2, 2), "copy_rate": 2.7e12 if on_gpu else 15e9,
         "jax": jax, "finished": 1.1e-3, "solve_ms": [200.0, 1.3, 1.4, 1.3, 1.3],
-        "mm_cpu": timing(0.23), "mm_dev": timing(2.71e-3 if on_gpu else 0.23), "mm_one": timing(1.4),
-        "mm_all": timing(0.18), "mm_cpu64": timing(0.22), "mm_dev64": timing(2.22e-3), "ew_cpu": timing(0.18),
-        "ew_dev": timing(8.3e-4 if on_gpu else 0.18), "ew_bytes": 8 * m, "vector_bytes": 4 * m,
+        "mm_cpu": timed(0.23), "mm_dev": timed(2.71e-3 if on_gpu else 0.23), "mm_one": timed(1.4),
+        "mm_all": timed(0.18), "mm_cpu64": timed(0.22), "mm_dev64": timed(2.22e-3), "ew_cpu": timed(0.18),
+        "ew_dev": timed(8.3e-4 if on_gpu else 0.18), "ew_bytes": 8 * m, "vector_bytes": 4 * m,
         "copies": {f"host -> {device}, pageable": (0.01, [0.6e-3] * 5),
                    f"{device} -> host, pageable": (0.01, [0.6e-3] * 5)},
         "round_trip": 1.2e-3,
@@ -73,7 +49,7 @@ def run_predictions(ns):
     return ns["glue"]
 
 
-def test_on_an_h100_every_claim_gets_the_datasheets_prediction_and_a_ratio(fake_cuda, cpu_estimate, pcie5):
+def test_on_an_h100_every_claim_gets_the_datasheets_prediction_and_a_ratio(fake_cuda, made_up_cpu, pcie5):
     glued = run_predictions(namespace("cuda:0", 4096))
     # The product against the H100's 67 TFLOP/s: 2.05 ms predicted, 2.71 ms measured.
     assert "on the cuda:0, the datasheet predicts 2.05 ms (intensity 683 FLOP/B, so compute-bound); measured " \
@@ -96,7 +72,7 @@ def test_on_an_h100_every_claim_gets_the_datasheets_prediction_and_a_ratio(fake_
         assert RATIO.search(glued[name]), f"{name} has no measured / predicted: {glued[name]}"
 
 
-def test_on_a_gpu_without_a_tf32_figure_jaxs_product_is_bound_by_the_bandwidth(fake_cuda, cpu_estimate, pcie5,
+def test_on_a_gpu_without_a_tf32_figure_jaxs_product_is_bound_by_the_bandwidth(fake_cuda, made_up_cpu, pcie5,
                                                                                  monkeypatch):
     # A V100 has no TF32 tensor cores, so gpukit's table has no TF32 figure for it.
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
@@ -104,7 +80,7 @@ def test_on_a_gpu_without_a_tf32_figure_jaxs_product_is_bound_by_the_bandwidth(f
     assert "predicts at least" in glued["jax_predicted"] and "no tf32 figure" in glued["jax_predicted"]
 
 
-def test_on_a_cpu_every_claim_gets_the_estimates_prediction_and_a_ratio(cpu_estimate):
+def test_on_a_cpu_every_claim_gets_the_estimates_prediction_and_a_ratio(made_up_cpu):
     glued = run_predictions(namespace("cpu", 1024))
     assert "on the" not in glued["mm_predicted"]  # one device, one sentence
     # The made-up CPU: 4 cores x 2 GHz x 32 FLOPs per cycle = 256 GFLOP/s; one core a quarter of it.
@@ -117,7 +93,7 @@ def test_on_a_cpu_every_claim_gets_the_estimates_prediction_and_a_ratio(cpu_esti
         assert glued[name], name
 
 
-def test_without_jax_or_a_known_peak_the_sentences_say_so(fake_cuda, monkeypatch, pcie5, cpu_estimate):
+def test_without_jax_or_a_known_peak_the_sentences_say_so(fake_cuda, monkeypatch, pcie5, made_up_cpu):
     ns = namespace("cuda:0", 4096)
     ns["jax"] = None
     monkeypatch.setattr(hardware, "gpu_peak", lambda *args, **kwargs: None)
@@ -128,7 +104,7 @@ def test_without_jax_or_a_known_peak_the_sentences_say_so(fake_cuda, monkeypatch
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda:0"])
-def test_the_visible_prediction_and_the_exercises_solution_run_on_both(device, request, cpu_estimate, capsys):
+def test_the_visible_prediction_and_the_exercises_solution_run_on_both(device, request, made_up_cpu, capsys):
     if device != "cpu":
         request.getfixturevalue("fake_cuda")
     ns = namespace(device, 256)
@@ -144,7 +120,7 @@ def test_the_visible_prediction_and_the_exercises_solution_run_on_both(device, r
         "byte_ceiling"])
 
 
-def test_the_check_names_the_float32_peak_only_where_it_differs(fake_cuda, cpu_estimate):
+def test_the_check_names_the_float32_peak_only_where_it_differs(fake_cuda, made_up_cpu):
     n, bandwidth = 4096, 3350e9
     right = 1e3 * 2 * n**3 / 67e12
     on_gpu = check("ex-cpu-gpu-predict-float64", right, device="cuda", n=n, bandwidth=bandwidth)

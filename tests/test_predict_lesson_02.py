@@ -12,22 +12,12 @@ import os
 import numpy as np
 import pytest
 from lesson_code import Glued, gluing, lesson, run
+from made_up_machines import timed
 
 import gpukit
-from gpukit import check, hardware, roofline
-from gpukit.timing import Timing
+from gpukit import check
 
 CELLS = lesson("02-parallel-cpu")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
-
-
-@pytest.fixture
-def made_up_cpu(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
 
 
 @pytest.fixture
@@ -35,10 +25,6 @@ def glued(monkeypatch):
     stand_in = Glued()
     monkeypatch.setattr(gpukit, "glue", stand_in)  # the hidden cells import glue from gpukit
     return stand_in
-
-
-def timed(seconds):
-    return Timing("t", (seconds,) * 5)
 
 
 def namespace(cores):

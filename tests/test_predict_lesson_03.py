@@ -7,29 +7,20 @@ CuPy stand-in in tests/test_gpu_branches.py, where these cells must not fail on 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from lesson_code import Glued, code_cell, gluing, lesson, run
 
-from gpukit import check, hardware, roofline, timing
+from gpukit import check, timing
 from gpukit.timing import Timing
 
 CELLS = lesson("03-cupy")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
 
 
 @pytest.fixture
-def h100(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
+def h100(monkeypatch, made_up_cpu, pcie5):
+    """The made-up CPU beside an H100 that CuPy names, on a PCIe 5.0 x16 link."""
     monkeypatch.setattr(timing, "gpu_name_of", lambda array=None, device=None: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(roofline.subprocess, "run", lambda *args, **kwargs: SimpleNamespace(stdout="5, 16\n"))
 
 
 def namespace(gpu_ready):

@@ -6,28 +6,13 @@ The hidden cells run with made-up timings as on an H100 (``fake_cuda``) and as o
 
 from __future__ import annotations
 
-import pytest
 from lesson_code import Glued, gluing, lesson, run
+from made_up_machines import timed
 
-from gpukit import check, hardware, roofline
-from gpukit.timing import Timing
+from gpukit import check
 
 CELLS = lesson("04-pytorch-gpu")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
 PREDICTIONS = ("fit_predicted", "fused_predicted", "batch_predicted")
-
-
-@pytest.fixture
-def made_up_cpu(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
-
-
-def timed(seconds):
-    return Timing("t", (seconds,) * 5)
 
 
 def namespace(device):

@@ -12,29 +12,14 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-import pytest
 from lesson_code import Glued, gluing, lesson, run
+from made_up_machines import timed
 
-from gpukit import check, hardware, roofline
-from gpukit.timing import Timing
+from gpukit import check
 
 CELLS = lesson("08-jax")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
 PREDICTIONS = ("dispatch_predicted", "jit_predicted", "linalg_predicted", "tf32_predicted")
 RATIO = re.compile(r"measured [\d.,]+ (ms|µs|s)\b[^;]*?, ([\d.,]+) times that")
-
-
-@pytest.fixture
-def made_up_cpu(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
-
-
-def timed(seconds):
-    return Timing("t", (seconds,) * 5)
 
 
 def run_predictions(on_gpu):

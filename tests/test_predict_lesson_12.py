@@ -17,33 +17,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from lesson_code import Glued, gluing, lesson, run
+from made_up_machines import timed
 
-from gpukit import check, hardware, roofline
-from gpukit.timing import Timing
+from gpukit import check
 
 CELLS = lesson("12-case-study")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
 PREDICTIONS = ("batch_predicted", "overlap_predicted", "stream_predicted", "threads_predicted")
 RATIO = re.compile(r"measured [\d.,]+ (ms|µs|s)\b[^;]*?, ([\d.,]+) times that")
-
-
-@pytest.fixture
-def made_up_cpu(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
-
-
-@pytest.fixture
-def pcie5(monkeypatch):
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(roofline.subprocess, "run", lambda *args, **kwargs: SimpleNamespace(stdout="5, 16\n"))
-
-
-def timed(seconds):
-    return Timing("t", (seconds,) * 5)
 
 
 def namespace(device, with_jax=True):

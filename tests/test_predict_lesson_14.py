@@ -9,22 +9,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
 from lesson_code import Glued, gluing, lesson, run
 
-from gpukit import check, hardware, roofline
+from gpukit import check
 
 CELLS = lesson("14-profiling")
-CPUINFO = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i}\ncpu MHz\t\t: 2000.000\n"
-                  "flags\t\t: fpu sse2 avx avx2 fma\n\n" for i in range(4))
-
-
-@pytest.fixture
-def made_up_cpu(monkeypatch):
-    real = hardware.estimate_cpu_peak
-    monkeypatch.setattr(hardware, "estimate_cpu_peak", lambda dtype="float32", cpuinfo=None, max_mhz=None,
-                        cores=None: real(dtype, cpuinfo=CPUINFO, max_mhz=2000, cores=cores))
-    monkeypatch.setattr(roofline, "_measured_copy_bandwidth", lambda device: 20e9)
 
 
 def predicted(device, setting, step_us):
