@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # gpukit, when this file runs as a script
 
 from hub_lesson_checks import converted_control, measure_after_run, measure_lesson, unconverted_control  # noqa: E402
+from prose_values import PLACEHOLDER  # noqa: E402  (scripts/, on the path once hub_lesson_checks is imported)
 
 from gpukit.paths import build_dir  # noqa: E402
 
@@ -324,25 +325,10 @@ def run_all_cells(page, saved_file: Path, timeout_s: float) -> float:
     return round(time.monotonic() - started, 1)
 
 
-def screenshot_an_exercise(page, path: Path) -> bool:
-    """A picture of the open notebook's first exercise (with its closed hint), if it has one."""
-    exercise = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell",
-                            has=page.locator(".myst-exercise")).first
-    if not exercise.count():
-        return False
-    exercise.scroll_into_view_if_needed()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    exercise.screenshot(path=str(path))
-    return True
-
-
-def screenshot_a_placeholder(page, path: Path) -> bool:
-    """A picture of the open notebook's first Markdown cell that shows a value's placeholder (what a learner reads
-    before running the cell that computes it), if it has one."""
-    from prose_values import PLACEHOLDER
-
-    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell",
-                        has_text=PLACEHOLDER).first
+def screenshot_a_markdown_cell(page, path: Path, **which) -> bool:
+    """A picture of the open notebook's first Markdown cell that ``which`` (a Playwright locator filter: ``has``,
+    ``has_text``) picks, if it has one."""
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell", **which).first
     if not cell.count():
         return False
     cell.scroll_into_view_if_needed()
@@ -548,11 +534,13 @@ def browse(plan: dict, report: dict) -> None:
                     entry["view"] = measure_lesson(page, json.loads(pulled.read_text(encoding="utf-8")))
                     if "news_prompt" not in report:
                         report["news_prompt"] = news_prompt(page)
-                    if "exercise_screenshot" not in report and screenshot_an_exercise(page, EXERCISE_SCREENSHOT):
-                        report["exercise_screenshot"] = str(EXERCISE_SCREENSHOT)
-                    if "placeholder_screenshot" not in report and screenshot_a_placeholder(page,
-                                                                                           PLACEHOLDER_SCREENSHOT):
-                        report["placeholder_screenshot"] = str(PLACEHOLDER_SCREENSHOT)
+                    # An exercise (with its closed hint), and a value's placeholder: what a learner reads before
+                    # running the cell that computes it.
+                    shots = (("exercise_screenshot", EXERCISE_SCREENSHOT, {"has": page.locator(".myst-exercise")}),
+                             ("placeholder_screenshot", PLACEHOLDER_SCREENSHOT, {"has_text": PLACEHOLDER}))
+                    for key, shot, which in shots:
+                        if key not in report and screenshot_a_markdown_cell(page, shot, **which):
+                            report[key] = str(shot)
                     if doc in plan["execute"]:
                         saved = home / plan["repository_folder"] / f"{doc}.ipynb"
                         entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])
