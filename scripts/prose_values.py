@@ -34,8 +34,10 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
+# The notebooks' folder and their text as stored (nbstripout's form), as scripts/setup_cell.py writes them
+# (scripts/ is on the path when a script there runs, and the tests put it there).
+from setup_cell import NOTEBOOKS, ROOT, notebook_text
+
 KEY = "user_expressions"  # the cell metadata jupyterlab-myst reads (src/userExpressions.ts, metadataSection)
 MARK = {"written_by": "scripts/prose_values.py"}  # each entry's result.metadata: not a kernel's result
 ROLE = re.compile(r"\{eval\}`([^`]+)`")
@@ -128,10 +130,6 @@ def with_entries(nb: dict) -> dict:
             metadata[KEY] = wanted
         out.append({**cell, "metadata": metadata})
     return {**nb, "cells": out}
-
-
-def notebook_text(nb: dict) -> str:
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
