@@ -42,16 +42,13 @@ GPU, at small sizes and with few repeats (a few seconds), for tests, and writes 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import itertools
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .benchmark_files import cuda_stack_of, write_benchmark_file
 
@@ -117,14 +114,9 @@ def plan_for(device: str, quick: bool = False) -> Plan:
 
 # ------------------------------------------------------------------------------------------ the machine
 def _nvidia_smi(query: str) -> list[str] | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    from .hardware import nvidia_smi_query
+
+    return nvidia_smi_query(query)
 
 
 def _mhz(text: str) -> float | None:
@@ -321,7 +313,7 @@ def search_for(device: str, quick: bool = False, seconds: float | None = None) -
         return search
     if not (isinstance(seconds, int | float) and seconds > 0):
         raise ValueError(f"the search's seconds per precision must be a positive number, not {seconds!r}")
-    return dataclasses.replace(search, budget_s=float(seconds))
+    return replace(search, budget_s=float(seconds))
 
 
 # torch's dtype for each precision; TF32 multiplies float32 data.

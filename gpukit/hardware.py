@@ -340,6 +340,20 @@ def _lscpu_text() -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def nvidia_smi_query(fields: str, index: int | None = None) -> list[str] | None:
+    """nvidia-smi's answer to ``--query-gpu=<fields>`` (no header, no units): one line per GPU, or GPU ``index``'s
+    only; ``None`` where nvidia-smi is missing or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    selected = [] if index is None else [f"--id={index}"]
+    try:
+        out = subprocess.run(["nvidia-smi", *selected, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
 def reported_max_mhz() -> tuple[float, str] | None:
     """The maximum clock this system reports, in MHz, and where it was read; ``None`` where it reports none."""
     mhz = _sysfs_max_mhz()

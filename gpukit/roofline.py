@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 from .arguments import require_positive_or_none
@@ -187,18 +185,13 @@ def device_limits(device: str, dtype: str = "float32", *, operation: str, bandwi
 
 def _nvidia_smi_link(index: int) -> tuple[int, int] | None:
     """(PCIe generation, lanes) of GPU ``index``: the most this GPU and this system allow, per nvidia-smi."""
-    if shutil.which("nvidia-smi") is None:
-        return None
+    from . import hardware
+
+    lines = hardware.nvidia_smi_query("pcie.link.gen.max,pcie.link.width.max", index=index)
     try:
-        out = subprocess.run(["nvidia-smi", f"--id={index}", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20,
-                             check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return None
-    try:
-        generation, lanes = (int(part.strip()) for part in out.strip().splitlines()[0].split(","))
-    except (ValueError, IndexError):
-        return None  # "[N/A]", or nothing
+        generation, lanes = (int(part.strip()) for part in lines[0].split(","))
+    except (TypeError, ValueError, IndexError):
+        return None  # no nvidia-smi, "[N/A]", or nothing
     return generation, lanes
 
 

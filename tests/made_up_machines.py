@@ -35,8 +35,8 @@ def made_up_cpu(monkeypatch):
 @pytest.fixture
 def pcie5(monkeypatch):
     """nvidia-smi answers a PCIe 5.0 x16 link (pcie.link.gen.max, pcie.link.width.max)."""
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(roofline.subprocess, "run", lambda *args, **kwargs: SimpleNamespace(stdout="5, 16\n"))
+    monkeypatch.setattr(hardware.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(hardware.subprocess, "run", lambda *args, **kwargs: SimpleNamespace(stdout="5, 16\n"))
 
 
 def timed(seconds: float, label: str = "t") -> Timing:

@@ -146,18 +146,18 @@ def test_the_link_is_the_pcie_rate_per_direction():
 def test_the_link_is_read_from_nvidia_smi_and_unknown_without_it(monkeypatch):
     answers = {"5, 16\n": 5, "[N/A], [N/A]\n": None}
     for out, generation in answers.items():
-        monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-        monkeypatch.setattr(roofline.subprocess, "run", lambda *args, out=out, **kwargs: SimpleNamespace(stdout=out))
+        monkeypatch.setattr(hardware.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+        monkeypatch.setattr(hardware.subprocess, "run", lambda *args, out=out, **kwargs: SimpleNamespace(stdout=out))
         limits = link_limits("cuda:0")
         assert (limits.kind == "link") == (generation is not None), out
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: None)
+    monkeypatch.setattr(hardware.shutil, "which", lambda name: None)
     assert link_limits("cuda").kind == "none"
 
     def fails(*args, **kwargs):
         raise subprocess.CalledProcessError(9, "nvidia-smi")
 
-    monkeypatch.setattr(roofline.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(roofline.subprocess, "run", fails)
+    monkeypatch.setattr(hardware.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(hardware.subprocess, "run", fails)
     assert "nvidia-smi reported no PCIe" in link_limits("cuda").missing
 
 
