@@ -11,7 +11,11 @@ On each device present (:func:`gpukit.available_devices`) it times, with :func:`
   destination: a new host buffer per copy would time the allocation and its page faults, not the bus (the
   device-to-host rows of the first H100 run, made that way, came out several times below host-to-device);
 - ``det+fft``: a batch of complex64 matrices, each a determinant and a 2-D FFT (the workload of chapter
-  12), where ``torch.linalg.det`` fails it uses an LU factorisation.
+  12), where ``torch.linalg.det`` fails it uses an LU factorisation;
+- ``matmul-shapes``: n x n products at sizes around multiples of 8, 64 and 128 (:data:`SHAPE_SIZES`: on a GPU 4,032
+  to 4,224, 4,096 and its neighbours, in bfloat16 and float16 on the tensor cores and in float32 with TF32 off; on
+  the CPU 255 to 320 in float32), each into an output allocated before its timing, timed with CUDA events on an
+  NVIDIA GPU: the shapes the hardware likes (:func:`measure_shapes`).
 
 Then it looks for the best each device can achieve, beside its datasheet (a maximum-achievable-matmul search, as
 Stas Bekman's mamf-finder does, in ml-engineering's compute/accelerator/benchmarks): for matrix products in each
@@ -60,13 +64,19 @@ from gpukit.core import machine
 from gpukit.core.device import describe_device, devices_to_run
 from gpukit.core.peaks import MATMUL_PRECISIONS, estimate_cpu_peak, gpu_peak
 from gpukit.core.timing import ImpossibleSpeed, benchmark
-from gpukit.measuring.benchmark_records import BENCHMARKS, cuda_stack_of, validate_record, write_benchmark_file
+from gpukit.measuring.benchmark_records import (
+    BENCHMARKS,
+    MATMUL_BENCHMARKS,
+    cuda_stack_of,
+    validate_record,
+    write_benchmark_file,
+)
 from gpukit.measuring.ceilings import practical_ceiling
 from gpukit.measuring.progress import progress_bar
 
-__all__ = ["PAGEABLE_TRANSFERS", "PINNED_TRANSFERS", "Plan", "Search", "achievable", "add_bench_command", "add_peaks",
-           "copy_benchmarks", "device_clocks", "machine_description", "plan_for", "run_bench_command", "run_suite",
-           "search_for", "search_matmul"]
+__all__ = ["PAGEABLE_TRANSFERS", "PINNED_TRANSFERS", "SHAPE_DTYPES", "SHAPE_SIZES", "Plan", "Search", "achievable",
+           "add_bench_command", "add_peaks", "copy_benchmarks", "device_clocks", "machine_description",
+           "measure_shapes", "plan_for", "run_bench_command", "run_suite", "search_for", "search_matmul"]
 
 
 @dataclass(frozen=True)
@@ -80,11 +90,15 @@ class Plan:
     det_sizes: tuple[int, ...]
     batch: int
     repeats: int
+    # matmul-shapes: n x n products at these sizes, in these dtypes, each the median of shape_repeats
+    shape_sizes: tuple[int, ...] = ()
+    shape_dtypes: tuple[str, ...] = ()
+    shape_repeats: int = 1
 
     def steps(self, device: str) -> int:
         copies = len(self.copy_bytes) * len(copy_benchmarks(device))
         return (len(self.matmul_sizes) * len(self.matmul_dtypes) + len(self.elementwise_lengths) + copies
-                + len(self.det_sizes))
+                + len(self.det_sizes) + len(self.shape_sizes) * len(self.shape_dtypes))
 
 
 # The copies between host and device, named by direction and by the kind of host memory: every figure says
@@ -114,13 +128,33 @@ _FULL = {
 }
 _QUICK = Plan((32, 64), ("float32", "float64"), (2**10, 2**14), (2**16,), (8, 16), 64, 2)
 
+# matmul-shapes: the shapes the hardware likes. A GPU multiplies matrices in tiles: NVIDIA's tensor cores want each
+# dimension of a bfloat16 or float16 product a multiple of 8 elements (16 bytes), cuBLAS computes the output in
+# tiles such as 128 x 128 (a size one past a multiple of the tile adds a row of mostly idle tiles: tile
+# quantization), and the tiles run in waves of one per SM (1,024 tiles of 128 x 128 at n = 4,096 are 7.76 waves on an
+# H100 SXM's 132 SMs, 1,089 at n = 4,097 to 4,224 are 8.25: wave quantization). NVIDIA's "Matrix Multiplication
+# Background User's Guide" (DU-09799-001, sections 2.2 "Tensor Core Requirements", 3.1 "Tile Quantization" and 3.2
+# "Wave Quantization") explains all three. So the sizes are 4,096 (32 x 128) and its odd neighbours 4,095 and
+# 4,097 (no multiple of 8), 4,104 (8 x 513: a multiple of 8 only), 4,064 (32 x 127: of 32, not 64), 4,032 and 4,160
+# (64 x 63, 64 x 65: of 64, not 128) and 4,224 (33 x 128: one more tile per side than 4,096). float32 runs with TF32
+# off (PyTorch's "highest" precision: no tensor cores), as the same sizes on the ordinary cores. On the CPU, whose
+# BLAS blocks for its caches and vector registers, the same pattern at sizes it times in a blink: 256 and its
+# neighbours, a multiple of 8 (264) and of 64 (320). --quick times two tiny sizes. The whole GPU part is 24 products
+# of about 0.14 TFLOP each, 21 times (a warm-up and 20 timed): about a second on an H100.
+SHAPE_SIZES = {"gpu": (4032, 4064, 4095, 4096, 4097, 4104, 4160, 4224), "cpu": (255, 256, 257, 264, 320),
+               "quick": (63, 64)}
+SHAPE_DTYPES = {"gpu": ("bfloat16", "float16", "float32"), "cpu": ("float32",)}
+SHAPE_REPEATS = {"full": 20, "quick": 2}
+
 
 def plan_for(device: str, quick: bool = False) -> Plan:
     """The sizes for ``device``: small ones with ``quick``; larger on a GPU than on the CPU."""
-    plan = _QUICK if quick else _FULL["cpu" if device == "cpu" else "gpu"]
+    kind = "cpu" if device == "cpu" else "gpu"
+    plan = _QUICK if quick else _FULL[kind]
+    plan = replace(plan, shape_sizes=SHAPE_SIZES["quick" if quick else kind], shape_dtypes=SHAPE_DTYPES[kind],
+                   shape_repeats=SHAPE_REPEATS["quick" if quick else "full"])
     if device == "mps":
-        plan = Plan(plan.matmul_sizes, ("float32",), plan.elementwise_lengths, plan.copy_bytes, plan.det_sizes,
-                    plan.batch, plan.repeats)
+        plan = replace(plan, matmul_dtypes=("float32",))
     return plan
 
 
@@ -428,7 +462,8 @@ def achievable(device: str, results: list[dict], search: Search, notes: list[str
                     progress()
             continue
         found = search_matmul(device, precision, search, notes, progress)
-        rows = [r for r in results if r["benchmark"] == "matmul" and r["dtype"] == precision]
+        # A row of either size sweep (matmul, matmul-shapes) faster than the search is what the device achieved.
+        rows = [r for r in results if r["benchmark"] in MATMUL_BENCHMARKS and r["dtype"] == precision]
         sweep = max(rows, key=lambda r: r["rate"], default=None)
         if sweep is not None and (found is None or sweep["rate"] * 1e9 > found["flop_s"]):
             n = sweep["size"]
@@ -508,6 +543,53 @@ def _measure(device, plan, bar, notes) -> list[dict]:
         timed("det+fft", "complex64", n, plan.batch, call, work)
     if device == "mps":
         notes.append("matmul on mps: float64 skipped, MPS has no float64")
+    return results + measure_shapes(device, plan, notes, progress=lambda: bar.update(1))
+
+
+def measure_shapes(device: str, plan: Plan, notes: list[str], progress=None) -> list[dict]:
+    """The ``matmul-shapes`` rows of ``device``: an n x n product for each of ``plan.shape_sizes`` in each of
+    ``plan.shape_dtypes`` (see :data:`SHAPE_SIZES`).
+
+    Each size's inputs and output are allocated before its timing and every timed product writes the same output
+    (``torch.matmul(a, b, out=c)``), after a warm-up (:func:`gpukit.benchmark`), so that the time is the product's
+    alone. On an NVIDIA GPU each product is timed with CUDA events on the current stream, which the product is
+    queued on (a bfloat16 product of 4,096 takes about 0.2 ms on an H100, where the host's clock would add the wait
+    to the time); elsewhere with the host's clock after waiting for the device. float32 runs at PyTorch's
+    ``"highest"`` float32 matmul precision (TF32 off: ``torch.set_float32_matmul_precision`` sets cuBLAS's float32
+    products to IEEE float32), so each row is held to the datasheet's peak of its own dtype (``computed_in``): a
+    rate above it raises :class:`gpukit.core.timing.ImpossibleSpeed`, and the row is left out with a note, as the
+    search does. A dtype the device cannot multiply in is skipped with the reason."""
+    import torch
+
+    results = []
+    timer = "events" if device.startswith("cuda") else "wall"
+    for dtype in plan.shape_dtypes:
+        why = _why_not(device, dtype)
+        if why is not None:
+            notes.append(f"matmul-shapes on {device} in {dtype} skipped: {why}")
+            for _ in plan.shape_sizes:
+                if progress is not None:
+                    progress()
+            continue
+        with _matmul_precision(dtype):
+            for n in plan.shape_sizes:
+                a = torch.randn(n, n, dtype=getattr(torch, dtype), device=device)
+                b = torch.randn(n, n, dtype=getattr(torch, dtype), device=device)
+                c = torch.empty(n, n, dtype=getattr(torch, dtype), device=device)
+                try:
+                    timing = benchmark(torch.matmul, a, b, out=c, repeats=plan.shape_repeats, device=device,
+                                       timer=timer, label=f"matmul-shapes {dtype} {n}", flops=2 * n**3,
+                                       computed_in=dtype)
+                except ImpossibleSpeed as error:
+                    notes.append(f"matmul-shapes on {device} in {dtype}: n = {n} left out, faster than the datasheet "
+                                 f"allows ({error_line(error, 160)})")
+                    continue
+                finally:
+                    a = b = c = None
+                    if progress is not None:
+                        progress()
+                results.append(_result("matmul-shapes", device, dtype, n, None, timing, 2 * n**3,
+                                       plan.shape_repeats))
     return results
 
 
@@ -537,7 +619,7 @@ def _peaks(device: str, results: list[dict], searched: dict[str, float] | None =
     elif device == "cpu":
         sources = []
         for dtype in ("float32", "float64"):
-            rates = [r["rate"] * 1e9 for r in results if r["benchmark"] == "matmul" and r["dtype"] == dtype]
+            rates = [r["rate"] * 1e9 for r in results if r["benchmark"] in MATMUL_BENCHMARKS and r["dtype"] == dtype]
             if dtype in (searched or {}):
                 rates.append(searched[dtype])
             if not rates:
@@ -554,9 +636,12 @@ def _peaks(device: str, results: list[dict], searched: dict[str, float] | None =
     else:
         peaks["source"] = "unknown: Apple publishes no per-chip peaks that gpukit can match"
     for result in results:
-        if result["benchmark"] == "matmul":
+        if result["benchmark"] in MATMUL_BENCHMARKS and result["dtype"] in ("float32", "float64"):
             peak = peaks.get(f"{result['dtype']}_flop_s")
             rate = result["rate"] * 1e9
+        elif result["benchmark"] in MATMUL_BENCHMARKS:
+            # bfloat16 and float16 (matmul-shapes): the datasheet's tensor-core figure, where gpukit's table has one.
+            peak, rate = _matmul_peak(device, result["dtype"], peaks)[0], result["rate"] * 1e9
         elif result["benchmark"] == "elementwise" or (result["benchmark"] == "copy" and device != "cpu"):
             peak, rate = peaks["memory_bytes_per_s"], result["rate"] * 1e9
         else:
@@ -608,11 +693,16 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
 
 
 def summary(record: dict) -> str:
-    """The record as a short text table: the largest size of each benchmark on each device."""
+    """The record as a short text table: the largest size of each benchmark on each device; for ``matmul-shapes``,
+    in each dtype, the fastest and the slowest size (the shapes the hardware likes, and one it does not)."""
     lines = [f"{record['machine']} ({record['date']}, {record['mode']} mode)"]
     largest: dict = {}
+    shapes: dict = {}
     for r in record["results"]:
         key = (r["device"], r["benchmark"], r["dtype"])
+        if r["benchmark"] == "matmul-shapes":
+            shapes.setdefault(key, []).append(r)
+            continue
         if key not in largest or r["size"] > largest[key]["size"]:
             largest[key] = r
     for (device, name, dtype), r in largest.items():
@@ -621,6 +711,14 @@ def summary(record: dict) -> str:
         peak = "" if r["fraction_of_peak"] is None else f", {r['fraction_of_peak']:.0%} {of}"
         lines.append(f"  {device:7s} {name:23s} {dtype:9s} size {r['size']:>11,}: "
                      f"{r['rate']:10.4g} {r['rate_unit']}{peak}")
+    for (device, name, dtype), rows in shapes.items():
+        fastest, slowest = max(rows, key=lambda r: r["rate"]), min(rows, key=lambda r: r["rate"])
+        of = "of peak" if device != "cpu" else "of the practical ceiling"
+        peak = "" if fastest["fraction_of_peak"] is None else f", {fastest['fraction_of_peak']:.0%} {of}"
+        lines.append(f"  {device:7s} {name:23s} {dtype:9s} fastest n = {fastest['size']:,}: "
+                     f"{fastest['rate']:.4g} {fastest['rate_unit']}{peak}; slowest n = {slowest['size']:,}: "
+                     f"{slowest['rate']:.4g} {slowest['rate_unit']} ({slowest['rate'] / fastest['rate']:.0%} of the "
+                     "fastest)")
     for device, entry in record.get("devices", {}).items():
         section = entry.get("achievable")
         if not section:

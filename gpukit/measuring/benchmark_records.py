@@ -33,11 +33,14 @@ The schema (:data:`SCHEMA`, version 1). Times are in seconds; every rate carries
 
 ``benchmark`` is one of :data:`BENCHMARKS`, each with its rate unit and the meaning of ``size``; ``batch``
 is the number of matrices for ``det+fft`` and ``null`` otherwise. ``fraction_of_peak`` is the rate over the
-device's peak for that kind of work (FLOP/s for ``matmul``, bytes/s for ``elementwise``), ``null`` where no
-peak is known. The FLOP/s peaks (``float32_flop_s``, ``float64_flop_s``) are those of matrix products: on a
-GPU with FP64 tensor cores (the peaks table's A100, H100, H200, GH200) ``float64_flop_s`` is the FP64
-tensor-core figure, twice the vector FP64 one, and ``source`` says which figure each is. Every result's device
-must be listed in ``devices``.
+device's peak for that kind of work (FLOP/s for ``matmul`` and ``matmul-shapes``, bytes/s for ``elementwise``),
+``null`` where no peak is known. ``matmul-shapes`` rows (files written before it have none) are n x n products at
+sizes around multiples of 8, 64 and 128, in ``bfloat16``, ``float16`` and ``float32`` (TF32 off) on a GPU and in
+``float32`` on the CPU: a ``bfloat16`` or ``float16`` row's peak is the datasheet's dense tensor-core figure of its
+dtype (``devices.<device>.achievable.matmul.<dtype>.peak_flop_s``; ``null`` where gpukit's table has none). The
+FLOP/s peaks (``float32_flop_s``, ``float64_flop_s``) are those of matrix products: on a GPU with FP64 tensor cores
+(the peaks table's A100, H100, H200, GH200) ``float64_flop_s`` is the FP64 tensor-core figure, twice the vector
+FP64 one, and ``source`` says which figure each is. Every result's device must be listed in ``devices``.
 
 ``software.cuda_stack`` (optional; files written before it have none) names the book's CUDA stack the run's torch
 belongs to, ``"cuda13"`` or ``"cuda12"`` (:mod:`gpukit.base.cuda_stacks`: gpukit's extra of that name), from the CUDA
@@ -61,8 +64,9 @@ its datasheet (or, for a CPU, estimated) peak::
     }
 
 Each precision of :data:`gpukit.core.peaks.MATMUL_PRECISIONS` is either in ``matmul`` or in ``not_measured``. An
-achievable rate is the best of a search over matrix shapes and of the file's own rows in that precision, so it is
-never below a row of ``results`` (checked); ``bandwidth`` holds, for each copy benchmark the device ran, its
+achievable rate is the best of a search over matrix shapes and of the file's own ``matmul`` and ``matmul-shapes``
+rows in that precision (``found_by`` ``"size sweep"`` where a row was faster), so it is never below such a row of
+``results`` (checked); ``bandwidth`` holds, for each copy benchmark the device ran, its
 fastest size (the rows already copy into preallocated buffers).
 """
 
@@ -81,6 +85,7 @@ from gpukit.core.peaks import MATMUL_PRECISIONS
 
 __all__ = [
     "BENCHMARKS",
+    "MATMUL_BENCHMARKS",
     "ROW_NOTES",
     "SCHEMA",
     "BenchmarkFileError",
@@ -117,7 +122,14 @@ BENCHMARKS = {
     "device-to-host": ("GB/s", "bytes copied from the device into a new pageable host buffer per copy (a file from "
                                "before the pageable and pinned rows)"),
     "det+fft": ("matrices/s", "n, for a batch of n x n complex matrices, each a determinant and a 2-D FFT"),
+    # The shapes the hardware likes: n x n products at sizes around multiples of 8, 64 and 128 (on a GPU 4,032 to
+    # 4,224 in bfloat16, float16 and float32 with TF32 off; on the CPU 255 to 320 in float32: gpukit.commands.bench's
+    # SHAPE_SIZES), each into a preallocated output; files written before it have no such rows.
+    "matmul-shapes": ("GFLOP/s", "n, for an n x n matrix product, at sizes around multiples of 8, 64 and 128"),
 }
+# The benchmarks whose rows are matrix products, in GFLOP/s of their dtype: the achievable rate of a precision is
+# never below one of their rows.
+MATMUL_BENCHMARKS = ("matmul", "matmul-shapes")
 # What a page must say beside rows of these benchmarks (the unnamed transfer rows of files written before the bench
 # named its host memory), until a new run replaces the file.
 ROW_NOTES = {
@@ -329,11 +341,12 @@ def _check_achievable(where: str, field: str, achievable, results: list[dict]) -
         _check_object(where, at, best, _ACHIEVED_MATMUL)
         if best["found_by"] not in FOUND_BY:
             _fail(where, f"{at}.found_by", f"must be one of {', '.join(FOUND_BY)}, not {best['found_by']!r}")
-        beaten = [r for r in results if r["benchmark"] == "matmul" and r["dtype"] == precision
+        beaten = [r for r in results if r["benchmark"] in MATMUL_BENCHMARKS and r["dtype"] == precision
                   and r["rate"] * 1e9 > best["flop_s"] * _SAME]
         if beaten:
-            _fail(where, f"{at}.flop_s", f"is below the row of size {beaten[0]['size']} ({beaten[0]['rate']:.4g} "
-                                         "GFLOP/s): the achievable rate is the best of the search and the rows")
+            _fail(where, f"{at}.flop_s", f"is below the row of size {beaten[0]['size']} ({beaten[0]['benchmark']}, "
+                                         f"{beaten[0]['rate']:.4g} GFLOP/s): the achievable rate is the best of the "
+                                         "search and the rows")
     for name, best in bandwidth.items():
         at = f"{field}.bandwidth.{name}"
         if name not in COPY_BENCHMARKS:
@@ -417,7 +430,7 @@ def _achieved(record: dict, device: str) -> dict:
         return achieved
     peaks = entry["peaks"]
     for precision in MATMUL_PRECISIONS:
-        matmul = [r for r in rows if r["benchmark"] == "matmul" and r["dtype"] == precision]
+        matmul = [r for r in rows if r["benchmark"] in MATMUL_BENCHMARKS and r["dtype"] == precision]
         if not matmul:
             achieved["matmul", precision] = {"rate": None, "at": "", "found_by": NOT_MEASURED, "peak_rate": None,
                                              "peak": "", "note": "this file was written before the bench searched "
@@ -446,9 +459,10 @@ def _achieved(record: dict, device: str) -> dict:
 
 
 def _achieved_key(benchmark: str, dtype: str) -> tuple[str, str] | None:
-    """Which achievable rate a row is a fraction of: its precision's product, the device's own copy for elementwise
-    work (both move bytes through memory), or the fastest size of the same copy; none for det+fft."""
-    if benchmark == "matmul":
+    """Which achievable rate a row is a fraction of: its precision's product (for matmul and matmul-shapes rows), the
+    device's own copy for elementwise work (both move bytes through memory), or the fastest size of the same copy;
+    none for det+fft."""
+    if benchmark in MATMUL_BENCHMARKS:
         return "matmul", dtype
     if benchmark == "elementwise":
         return "copy", "copy"

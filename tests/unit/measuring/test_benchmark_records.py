@@ -64,11 +64,17 @@ def folder(tmp_path):
     return tmp_path
 
 
-def test_a_quick_run_writes_a_valid_file(tmp_path):
-    made = bench.run_suite(["cpu"], quick=True, progress=False, machine="test run")
+@pytest.fixture(scope="module")
+def quick_run():
+    """A quick run of the suite on this CPU (a few seconds); tests copy it before changing it."""
+    return bench.run_suite(["cpu"], quick=True, progress=False, machine="test run")
+
+
+def test_a_quick_run_writes_a_valid_file(tmp_path, quick_run):
+    made = copy.deepcopy(quick_run)
     assert made["mode"] == "quick" and made["machine"] == "test run"
     benchmarks = {r["benchmark"] for r in made["results"]}
-    assert benchmarks == {"matmul", "elementwise", "copy", "det+fft"}
+    assert benchmarks == {"matmul", "elementwise", "copy", "det+fft", "matmul-shapes"}
     assert all(r["rate"] > 0 and r["time_unit"] == "s" for r in made["results"])
     assert made["software"]["torch"] and made["host"]["logical_cores"] >= 1
     path = write_benchmark_file(made, tmp_path)
@@ -97,6 +103,31 @@ def test_a_quick_run_from_the_command_line_stays_out_of_the_books_data(tmp_path,
     assert main(["bench", "--quick", "--devices", "cpu", "--no-progress"]) == 0
     assert not (tmp_path / "data").exists()
     assert len(list((tmp_path / "_build" / "cache" / "benchmarks-quick").glob("*.json"))) == 1
+
+
+def test_the_achievable_rate_is_never_below_a_matmul_shapes_row(quick_run):
+    """A matmul-shapes row is a matrix product in its dtype: the achievable rate of that precision, the best the
+    device did, cannot be below it (a file that says so is wrong: the validator names the row)."""
+    made = copy.deepcopy(quick_run)
+    achieved = made["devices"]["cpu"]["achievable"]["matmul"]["float32"]["flop_s"]
+    shapes = [r for r in made["results"] if r["benchmark"] == "matmul-shapes"]
+    assert shapes and all(r["rate"] * 1e9 <= achieved * (1 + 1e-9) for r in shapes)
+    shapes[0]["rate"] = 2 * achieved / 1e9
+    with pytest.raises(BenchmarkFileError, match=r"'devices.cpu.achievable.matmul.float32.flop_s' is below the row "
+                                                 rf"of size {shapes[0]['size']} \(matmul-shapes, "):
+        validate_record(made, "shapes.json")
+
+
+def test_matmul_shapes_rows_are_read_as_matrix_products(quick_run):
+    table = results_table({"quick.json": quick_run})
+    shapes = table[table["benchmark"] == "matmul-shapes"]
+    best = quick_run["devices"]["cpu"]["achievable"]["matmul"]["float32"]["flop_s"] / 1e9
+    assert len(shapes) == 2 and shapes["rate_unit"].eq("GFLOP/s").all()
+    assert shapes["achievable_rate"].eq(best).all()
+    assert shapes["fraction_of_achievable"].tolist() == pytest.approx((shapes["rate"] / best).tolist())
+    assert shapes["fraction_of_peak"].notna().all()
+    curves = reference_curves("matmul-shapes", "float32", records={"quick.json": quick_run})
+    assert curves["size"].tolist() == sorted(bench.plan_for("cpu", quick=True).shape_sizes)
 
 
 def test_the_committed_files_are_valid():
