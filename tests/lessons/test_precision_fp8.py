@@ -11,6 +11,9 @@
   them, the capability check of the CUDA kernel (``_scaled_mm_allowed_device`` in ATen's ScaledBlas.cpp:
   "only supported on CUDA devices with compute capability >= 9.0 or 8.9"). The last tests prove the stand-in
   refuses the lesson's cell made wrong: a row-major ``b``, a size that is not a multiple of 16, a float64 scale.
+- The exercise ``ex-prec-fp8-rows``: its check draws a fresh matrix at each call (a copied answer fails), leaves
+  the reader's random stream alone, takes power-of-two scales as well, and runs on the CPU where the device is
+  MPS (no FP8 dtypes there). Its wrong and wasteful answers are in tests/exercises/cases/precision.py.
 - The reduced-precision switches (``torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`` and
   ``allow_bf16_...``, on by default in PyTorch's CUDA notes and in torch 2.13): the cell must time each format
   with its switch on and off, and leave both switches as it found them, even when a product fails.
@@ -25,7 +28,9 @@ import torch
 
 from gpukit import skip_unless
 from gpukit.core.timing import Timing
+from gpukit.exercises import check
 from gpukit.measuring.speed_sentences import speed_phrase
+from tests.exercises.cases.precision import to_fp8_rows, to_fp8_rows_powers_of_two
 from tests.support.lesson_code import Glued, code_cell, definition, lesson, run_cell
 
 LESSON = "15-precision-and-data.ipynb"
@@ -231,3 +236,46 @@ def test_the_switches_are_on_by_default_in_the_pinned_torch():
     assert matmul.allow_fp16_reduced_precision_reduction is True
     assert matmul.allow_bf16_reduced_precision_reduction is True
     assert matmul.allow_fp16_reduced_precision_reduction_split_k is True
+
+
+# ------------------------------------------------------------------------------------------ ex-prec-fp8-rows
+def test_the_fp8_rows_check_takes_power_of_two_scales_too():
+    assert check("ex-prec-fp8-rows", to_fp8_rows_powers_of_two, device="cpu")
+
+
+def test_the_fp8_rows_check_draws_a_fresh_matrix_each_time_and_leaves_the_random_stream_alone():
+    """A hard-coded answer cannot pass: two checks see two different matrices, of rows from tiny to huge."""
+    seen = []
+
+    def watching(t):
+        seen.append(t.clone())
+        return to_fp8_rows(t)
+
+    torch.manual_seed(321)
+    expected = torch.rand(3)
+    torch.manual_seed(321)
+    assert check("ex-prec-fp8-rows", watching, device="cpu")
+    assert check("ex-prec-fp8-rows", watching, device="cpu")
+    assert torch.equal(torch.rand(3), expected)
+    first, second = seen
+    assert first.shape == second.shape and not torch.equal(first, second)
+    largest = first.abs().amax(dim=1)
+    assert largest.min() < 2.0**-10 and largest.max() > 448, "rows below e4m3's smallest and above its largest"
+
+    def replayed(t):  # the first matrix's answer, whatever matrix the check draws
+        return to_fp8_rows(first)
+
+    result = check("ex-prec-fp8-rows", replayed, device="cpu")
+    assert not result and re.search("saturates|wastes", result.message), result  # its scales fit another matrix
+
+
+def test_the_fp8_rows_check_runs_on_the_cpu_for_mps(monkeypatch):
+    """Apple's MPS has no FP8 dtypes: the check draws its matrix on the CPU there, and says nothing of MPS."""
+    devices = []
+
+    def watching(t):
+        devices.append(t.device.type)
+        return to_fp8_rows(t)
+
+    assert check("ex-prec-fp8-rows", watching, device="mps")
+    assert devices == ["cpu"]
