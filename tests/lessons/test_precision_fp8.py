@@ -61,7 +61,8 @@ class ScaledMatmul:
         _real_scaled_mm(on_meta(a), on_meta(b), scale_a=on_meta(scale_a), scale_b=on_meta(scale_b),
                         out_dtype=out_dtype)
         self.calls.append(dict(a=(a.dtype, tuple(a.shape), a.stride()), b=(b.dtype, tuple(b.shape), b.stride()),
-                               scales=(scale_a.dtype, scale_b.dtype), out_dtype=out_dtype))
+                               scales=(scale_a.dtype, scale_b.dtype), out_dtype=out_dtype,
+                               largest=(a.float().abs().max().item(), b.float().abs().max().item())))
         return _real_scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
 
 
@@ -105,6 +106,9 @@ def test_the_fp8_product_is_called_as_the_cuda_kernel_requires(fake_cuda, monkey
         assert call["b"][2][0] == 1, "the second matrix must be column-major"
         assert call["scales"] == (torch.float32, torch.float32)
         assert call["out_dtype"] == torch.bfloat16
+        # Each matrix scaled so that its largest magnitude is e4m3's largest, 448: a scale that divides by less
+        # (448 / amax, the inverse) still gives the product back, but with its values low in the format's range.
+        assert call["largest"] == (448.0, 448.0), call["largest"]
     # The scales are the dequantising ones (amax / 448, multiplied back by the product): the FP8 product lands
     # within what 3 mantissa bits allow of the float64 one, not orders of magnitude off.
     error = namespace["fp8_results"]["error"]
