@@ -23,6 +23,14 @@ passed by name), never with the reader's random stream:
   that cover every sample, with pinned memory where the device is CUDA and only there. The check reads the
   loader's settings, then runs one epoch, copying each batch to the device with ``non_blocking=True``, and
   compares the sample numbers it saw with the dataset's.
+- ``ex-prec-fp8-rows``: ``to_fp8_rows(t)``, a float32 matrix stored in ``float8_e4m3fn`` with one float32 scale
+  per row, ``(q, scales)`` with ``q * scales`` close to ``t``. The check draws a fresh matrix at each call (rows
+  from about 1e-5 to 1e5 in size, so that no single scale serves them all and a hard-coded answer cannot pass) on
+  the lesson's device (the CPU where that is Apple's MPS, which has no FP8 dtypes), and grades the scales as well
+  as the values: each row's largest magnitude divided by its scale must land in (224, 448], the top octave of
+  e4m3 (above 448 the cast saturates; below 224 the scale wastes range, and the smallest values lose digits or
+  fall to zero); then each row read back must lie within 7 % of the row (3 mantissa bits keep each value within
+  2**-4, 6.25 %);
 - ``ex-prec-predict-bf16``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the ``size`` x ``size``
   bfloat16 product, written before the formats are timed; tried on a compute-bound and a memory-bound device and
   on the run's own where gpukit knows its bfloat16 peak (:mod:`._predicting`).
@@ -333,6 +341,104 @@ register(
     Exercise("ex-prec-loader", _every_sample, needs=("device",), method=_loads_ahead, result=_output_of,
              writes="device code"),
 )
+
+
+# ------------------------------------------------------------------------------------------------ ex-prec-fp8-rows
+_FP8_ROWS, _FP8_COLUMNS = 12, 256
+_E4M3_MAX = 448.0  # torch.finfo(torch.float8_e4m3fn).max
+_ROW_ERROR = 0.07  # what 3 mantissa bits allow a row (each value within 2**-4), with a margin
+
+
+def _fp8_device(device):
+    """Where the check's FP8 runs: the lesson's device, but the CPU for MPS, which has no FP8 dtypes."""
+    import torch
+
+    chosen = torch.device(device)
+    return torch.device("cpu") if chosen.type == "mps" else chosen
+
+
+def _rows_of_many_sizes(device):
+    """A fresh float32 matrix, drawn from the operating system's randomness: row i is normal values times 10**e_i,
+    the e_i spread evenly over [-5, 5], each moved by up to 0.4 at random, in a random order. So the rows' sizes
+    always span ten orders of magnitude: some rows lie wholly below e4m3's smallest value, others far above 448."""
+    import os
+
+    import torch
+
+    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") % 2**63)
+    exponents = torch.linspace(-5.0, 5.0, _FP8_ROWS) + torch.empty(_FP8_ROWS).uniform_(-0.4, 0.4, generator=generator)
+    exponents = exponents[torch.randperm(_FP8_ROWS, generator=generator)].unsqueeze(1)
+    rows = torch.randn(_FP8_ROWS, _FP8_COLUMNS, generator=generator) * 10.0**exponents
+    return rows.to(_fp8_device(device))
+
+
+def _no_row_error(device):
+    import torch
+
+    return torch.zeros(_FP8_ROWS, device=_fp8_device(device))
+
+
+def _scales_each_row(answer, device) -> str | None:
+    import torch
+
+    wrong = _a_function(answer, "to_fp8_rows", "t")
+    if wrong:
+        return wrong
+    t = _rows_of_many_sizes(device)
+    try:
+        returned = answer(t.clone())
+    except Exception as error:  # the reader's code: report whatever it raised
+        return _raised(f"on a float32 matrix on {t.device.type}, your function", error) + "."
+    if not (isinstance(returned, tuple) and len(returned) == 2):
+        return (f"your function returned {type(returned).__name__}, not a pair: return q, scales (the FP8 values and "
+                "the scales that multiply them back).")
+    q, scales = returned
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.float8_e4m3fn:
+        kind = str(q.dtype).removeprefix("torch.") if isinstance(q, torch.Tensor) else type(q).__name__
+        return f"q is {kind}: store the scaled values in torch.float8_e4m3fn, with .to(torch.float8_e4m3fn)."
+    if tuple(q.shape) != tuple(t.shape):
+        return f"q has shape {tuple(q.shape)}, not the matrix's {tuple(t.shape)}."
+    if not isinstance(scales, torch.Tensor) or not scales.is_floating_point():
+        return (f"scales is {type(scales).__name__}: return the scales as a float32 tensor, one per row, on the "
+                "matrix's device.")
+    if tuple(scales.shape) != (_FP8_ROWS, 1):
+        return (f"scales has shape {tuple(scales.shape)}: the exercise asks for one scale per row, shape "
+                f"({_FP8_ROWS}, 1), so that q * scales broadcasts along each row (amax over dim=1 with "
+                "keepdim=True).")
+    if scales.dtype != torch.float32:
+        return (f"the scales are {str(scales.dtype).removeprefix('torch.')}: keep them in float32, as "
+                "torch._scaled_mm takes them.")
+    if q.device != t.device or scales.device != t.device:
+        return f"q is on {q.device} and the scales on {scales.device}: keep both on the matrix's device, {t.device}."
+    largest = t.abs().amax(dim=1, keepdim=True)
+    landing = (largest / scales.abs()).squeeze(1)  # where each row's largest magnitude lands in e4m3
+    if not torch.isfinite(landing).all() or (scales <= 0).any():
+        return "some scales are zero, negative or not finite: each scale is the row's largest magnitude over 448."
+    over = int((landing > _E4M3_MAX * (1 + 1e-3)).sum())
+    if over:
+        return (f"in {over} of {_FP8_ROWS} rows the largest value divided by its scale lies above 448, where the "
+                "cast to float8_e4m3fn saturates: each such value comes back as 448 times the scale. The scale "
+                "is too small: make it the row's largest magnitude over 448.")
+    under = int((landing <= _E4M3_MAX / 2).sum())
+    if under:
+        return (f"in {under} of {_FP8_ROWS} rows the largest value divided by its scale lies at or below 224, "
+                "less than half of 448: the scale wastes the top of e4m3's range, and the row's smallest values "
+                "lose digits or fall to zero. Send each row's largest magnitude to 448 (or to a power of two "
+                "just below it).")
+    back = q.float() * scales
+    row_errors = (back - t).norm(dim=1) / t.norm(dim=1)
+    off = int((row_errors > _ROW_ERROR).sum())
+    if off:
+        return (f"{off} of {_FP8_ROWS} rows read back (q.float() * scales) lie more than {_ROW_ERROR:.0%} from the "
+                "matrix's rows, the worst by {:.0%}: divide each row by the very scale you return for it.".format(
+                    row_errors.max().item()))
+    _kept(answer, row_errors)
+    return None
+
+
+# Each row read back, against the row: within _ROW_ERROR of it (the kept output is each row's relative error).
+register(Exercise("ex-prec-fp8-rows", _no_row_error, needs=("device",), rtol=0.0, atol=_ROW_ERROR,
+                  method=_scales_each_row, result=_output_of, writes="device code"))
 
 
 # ------------------------------------------------------------------ ex-prec-predict-bf16

@@ -125,6 +125,34 @@ def _batches(dataset, device):  # returns the batches, not the loader
     return list(DataLoader(dataset, batch_size=32, shuffle=True))
 
 
+# ------------------------------------------------------------------------------------------------ ex-prec-fp8-rows
+E4M3 = torch.float8_e4m3fn
+
+
+def to_fp8_rows(t):
+    scales = t.abs().amax(dim=1, keepdim=True) / 448  # float8_e4m3fn's largest value
+    return (t / scales).to(E4M3), scales
+
+
+def to_fp8_rows_powers_of_two(t):  # each scale a power of two: the largest value lands in (224, 448]
+    scales = 2.0 ** torch.ceil(torch.log2(t.abs().amax(dim=1, keepdim=True) / 448))
+    return (t / scales).to(E4M3), scales
+
+
+def _fp8_rows(scales_of, to=E4M3):
+    """An answer with the scales ``scales_of(t)`` (whatever their shape), the values divided by them."""
+    def answer(t):
+        scales = scales_of(t)
+        return (t / scales).to(to), scales
+
+    return answer
+
+
+def _divided_by_other_scales(t):  # the scales returned are right, but the values were divided by twice them
+    scales = t.abs().amax(dim=1, keepdim=True) / 448
+    return (t / (2 * scales)).to(E4M3), scales
+
+
 SIZE = 256
 
 
@@ -142,6 +170,7 @@ SOLUTIONS = {
     "ex-prec-fp16-scaled": lambda: (scaled_fp16_matmul, _context()),
     "ex-prec-autocast-step": lambda: (autocast_step, _context()),
     "ex-prec-loader": lambda: (make_loader, _context()),
+    "ex-prec-fp8-rows": lambda: (to_fp8_rows, _context()),
 }
 
 
@@ -172,6 +201,21 @@ WRONG_ANSWERS = {
         (_stepping(record=lambda loss: loss.detach().bfloat16()), "bfloat16 loss"),
         (_stepping(zero_grad=False), "values differ"),
         (lambda model, optimiser, x, y: None, "trains nothing yet"),  # the placeholder
+    ],
+    "ex-prec-fp8-rows": lambda: [
+        (lambda t: (t.to(E4M3), torch.ones(t.shape[0], 1)), "saturates"),  # no scale at all
+        (_fp8_rows(lambda t: t.abs().amax() / 448), "one scale per row"),  # one scale for the whole matrix
+        (_fp8_rows(lambda t: (t.abs().amax() / 448).expand(t.shape[0], 1)), "wastes"),  # the same, per row
+        (_fp8_rows(lambda t: t.abs().amax(dim=0, keepdim=True) / 448), "one scale per row"),  # per column
+        (_fp8_rows(lambda t: t.abs().amax(dim=1, keepdim=True)), "wastes"),  # the largest value sent to 1
+        (_fp8_rows(lambda t: t.abs().amax(dim=1, keepdim=True) / 1024), "saturates"),  # too small a scale
+        (_fp8_rows(lambda t: 448 / t.abs().amax(dim=1, keepdim=True)), "saturates"),  # the inverse
+        (_fp8_rows(lambda t: t.abs().amax(dim=1, keepdim=True).double() / 448), "float32"),
+        (_fp8_rows(lambda t: t.abs().amax(dim=1, keepdim=True) / 448, to=torch.bfloat16), "float8_e4m3fn"),
+        (lambda t: to_fp8_rows(t)[0], "not a pair"),
+        # The scales returned are right but the values were divided by other ones: what comes back is wrong.
+        (_divided_by_other_scales, "divide each row by the very scale"),
+        (lambda t: None, "NoneType"),  # the placeholder
     ],
     "ex-prec-loader": lambda: [
         (_loader(num_workers=0, prefetch_factor=None), "num_workers=0"),
