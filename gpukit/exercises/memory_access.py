@@ -25,8 +25,15 @@ import math
 import numpy as np
 
 from gpukit.base.errors import error_line, first_line
+from gpukit.core.device import gpu_required
 from gpukit.topics.memory_access import count_accesses
-from gpukit.topics.simulators import is_numba_cuda_kernel, numba_simulating
+from gpukit.topics.simulators import (
+    NumbaCudaUnavailable,
+    is_numba_cuda_kernel,
+    numba_cuda_advice,
+    numba_cuda_cause,
+    numba_simulating,
+)
 
 from .checking import Exercise, compare, keep_output, kept_output, register
 
@@ -67,11 +74,18 @@ def run_on_the_gpu(kernel, blocks, threads, *arrays: np.ndarray) -> list[np.ndar
 
 
 def _on_the_gpu(answer, blocks, threads, arrays):
-    """(the output, the last of ``arrays``, after a launch on the GPU, None), or (None, what went wrong)."""
+    """(the output, the last of ``arrays``, after a launch on the GPU, None), or (None, what went wrong), or
+    (None, None) where numba-cuda itself cannot run a kernel on this node (an error gpukit.topics.simulators knows,
+    such as numba-cuda 0.30.4 beside NumPy 2.5): then the simulator's verdict stands, unless GPUKIT_REQUIRE_GPU
+    asks for the GPU, where NumbaCudaUnavailable says why."""
     try:
         return run_on_the_gpu(answer, blocks, threads, *arrays)[-1], None
     except Exception as error:  # noqa: BLE001 - the reader's kernel: any error is the answer to report
-        return None, f"launching your kernel on the GPU raised {error_line(error)}"
+        if numba_cuda_cause(error_line(error)) is None:
+            return None, f"launching your kernel on the GPU raised {error_line(error)}"
+        if gpu_required():
+            raise NumbaCudaUnavailable(numba_cuda_advice(error)) from error
+        return None, None
 
 
 def _counted(answer, blocks, threads, arrays, guard: str):
@@ -156,10 +170,11 @@ def _judge_transpose(label: str, answer, *, padded: bool) -> str | None:
                 "of the 32 banks, so its 32 words are served one after another. Correct but wasteful: the padded "
                 "tile of this exercise spreads a column over all the banks.")
     if launches_on_the_gpu(answer):
-        out, wrong = _on_the_gpu(answer, blocks, threads, (inp, np.full_like(out, np.nan)))
-        wrong = wrong or _values(out, want, f"on the GPU, for a {rows} × {cols} input")
+        on_gpu, wrong = _on_the_gpu(answer, blocks, threads, (inp, np.full_like(out, np.nan)))
+        wrong = wrong or (on_gpu is not None and _values(on_gpu, want, f"on the GPU, for a {rows} × {cols} input"))
         if wrong:
             return wrong
+        out = out if on_gpu is None else on_gpu
     keep_output(answer, out)
     return None
 
@@ -219,10 +234,12 @@ def _judge_block_sums(answer) -> str | None:
     if wrong:
         return wrong
     if launches_on_the_gpu(answer):
-        out, wrong = _on_the_gpu(answer, blocks, THREADS, (x, np.zeros_like(out)))
-        wrong = wrong or _values(out, want, f"on the GPU, {where}", rtol=SUM_RTOL, atol=SUM_ATOL)
+        on_gpu, wrong = _on_the_gpu(answer, blocks, THREADS, (x, np.zeros_like(out)))
+        wrong = wrong or (on_gpu is not None and _values(on_gpu, want, f"on the GPU, {where}", rtol=SUM_RTOL,
+                                                         atol=SUM_ATOL))
         if wrong:
             return wrong
+        out = out if on_gpu is None else on_gpu
     keep_output(answer, out)
     return None
 
