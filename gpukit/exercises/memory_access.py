@@ -93,6 +93,8 @@ def _counted(answer, blocks, threads, arrays, guard: str):
     try:
         return count_accesses(answer, blocks, threads, *arrays), None
     except IndexError as error:
+        if "out of bounds" not in str(error):  # NumPy's words for an index past the end; others are not that
+            return None, f"launching your kernel on Numba's CUDA simulator raised {error_line(error)}"
         return None, f"a thread indexed past the end of an array ({first_line(error)}): {guard}"
     except Exception as error:  # noqa: BLE001 - the reader's kernel: any error is the answer to report
         return None, f"launching your kernel on Numba's CUDA simulator raised {error_line(error)}"
@@ -104,6 +106,13 @@ def _race(counts) -> str | None:
     return (f"threads use shared memory that other threads write with no barrier between: {counts.races[0]}. The "
             "threads of a block run in no fixed order; make them all wait at cuda.syncthreads() before any reads "
             "what another wrote (and before any overwrites what another still has to read).")
+
+
+def _nothing_written(counts, name: str) -> str | None:
+    if counts.stores[name] or counts.atomics[name]:
+        return None
+    return (f"your kernel wrote nothing into {name} (no thread stored to it): replace the placeholder (pass) with "
+            "the kernel's body.")
 
 
 def _values(got: np.ndarray, want: np.ndarray, where: str, **tolerance) -> str | None:
@@ -157,7 +166,8 @@ def _judge_transpose(label: str, answer, *, padded: bool) -> str | None:
     if wrong:
         return wrong
     in_name, out_name = (counts.names + ("inp", "out"))[:2]
-    wrong = (_race(counts) or _values(out, want, f"for a {rows} × {cols} input") or _rereads(counts, in_name)
+    wrong = (_race(counts) or _nothing_written(counts, out_name)
+             or _values(out, want, f"for a {rows} × {cols} input") or _rereads(counts, in_name)
              or _uncoalesced(counts, in_name, "loads", "Let consecutive threads (threadIdx.x) read consecutive "
                              "elements of a row.")
              or _uncoalesced(counts, out_name, "stores", "Write out through the shared tile too, so that "
@@ -212,7 +222,8 @@ def _judge_block_sums(answer) -> str | None:
         return wrong
     x_name, out_name = (counts.names + ("x", "out"))[:2]
     where = f"for {n} values in {blocks} blocks of {THREADS}"
-    wrong = (_race(counts) or _values(out, want, where, rtol=SUM_RTOL, atol=SUM_ATOL) or _rereads(counts, x_name))
+    wrong = (_race(counts) or _nothing_written(counts, out_name)
+             or _values(out, want, where, rtol=SUM_RTOL, atol=SUM_ATOL) or _rereads(counts, x_name))
     if wrong:
         return wrong
     atomics, stores = counts.atomics[out_name], counts.stores[out_name]

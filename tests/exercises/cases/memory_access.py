@@ -39,6 +39,7 @@ WRONG_ANSWERS = {
         (kernels().transpose_padded_swapped, "values differ"),
         (kernels().transpose_padded_reading_twice, "reads each element of inp 2 times"),
         (kernels().transpose_padded_without_barrier, "cuda.syncthreads()"),
+        (kernels().placeholder, "wrote nothing into out"),
         (lambda inp, out: out.__setitem__(..., inp.T), "expected a Numba CUDA kernel"),
         (np.zeros((3, 2), np.float32), "expected a Numba CUDA kernel"),
     ],
@@ -56,7 +57,9 @@ WRONG_ANSWERS = {
         (kernels().block_sums_stored_by_every_thread, "writes to out"),
         (kernels().block_sums_without_barrier, "cuda.syncthreads()"),
         (kernels().block_sums_without_guard, "bounds"),
+        (kernels().block_sums_float_index, "raised IndexError"),  # not taken for a missing guard
         (kernels().block_sums_off_by_one_block, "values differ"),
+        (kernels().placeholder, "wrote nothing into out"),
         (lambda x, out: None, "expected a Numba CUDA kernel"),
     ],
 }
