@@ -207,7 +207,7 @@ class _Recorder:
 
     def __init__(self):
         self.local = threading.local()
-        # (slot, kind, code, offset, occurrence, block, warp) -> byte offsets of the request's elements
+        # (array slot, kind, code, source position, occurrence, block, warp) -> byte offsets of the request's elements
         self.requests: dict[tuple, list[int]] = {}
         self.arrays: list[CountedArray] = []  # slot -> the array's first stand-in
         self.grid = (1, 1, 1)
@@ -219,8 +219,9 @@ class _Recorder:
         self.lock = threading.Lock()
 
     def thread(self):
-        """(block as a linear index, block index, linear thread index, this thread's counters) of the calling
-        simulated thread."""
+        """The calling simulated thread's own record: its block (``block``, and ``block_index`` in the grid), its
+        linear index in the block (``tid``), how often it ran each access (``occurrences``) and how many barriers
+        it passed (``epoch``)."""
         local = self.local
         if not hasattr(local, "occurrences"):
             current = threading.current_thread()
@@ -306,9 +307,10 @@ _POSITIONS: dict = {}
 
 def _instruction(frame):
     """Where in its source the instruction that ``frame`` is running stands (line and columns): the same for every
-    run of that instruction. Not ``f_lasti`` alone: where Python 3.11 specialises a subscript into a call of
-    ``__getitem__`` (BINARY_SUBSCR_GETITEM), it points past the instruction's inline cache, elsewhere at the
-    instruction; its cache entries share the instruction's position (``code.co_positions()``)."""
+    run of that instruction. Not ``f_lasti`` alone: once Python 3.11 specialises a subscript into a call of
+    ``__getitem__`` (BINARY_SUBSCR_GETITEM), it points at the instruction's last inline cache entry, before that at
+    the instruction itself (one warp's load was split in two requests by it); the cache entries share the
+    instruction's position (``code.co_positions()``)."""
     code = frame.f_code
     positions = _POSITIONS.get(code)
     if positions is None:
