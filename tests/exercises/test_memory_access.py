@@ -1,0 +1,143 @@
+"""Chapter 16's kernel checks beyond test_every_exercise: every call draws new sizes and values (an answer that
+replays an earlier result cannot pass), the tolerated variant passes, and where numba's target is a GPU the kernel
+also runs there and must match (that branch forced on the CPU, the simulator standing in for the GPU)."""
+
+import numpy as np
+import pytest
+
+from gpukit.exercises import check
+from gpukit.exercises import memory_access as checks
+from tests.exercises.cases.memory_access import kernels
+from tests.support.device_probe import skip_where_the_gpu_cannot_work
+
+launches_on_the_gpu = checks.launches_on_the_gpu  # the check's own, before on_the_simulator replaces it
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator(monkeypatch):
+    """The checks grade on the simulator on any machine; whether they also launch on a GPU is forced per test
+    (never left to what this machine reports)."""
+    monkeypatch.setattr(checks, "launches_on_the_gpu", lambda kernel: False)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The arrays of every counted launch the checks make."""
+    seen = []
+    count = checks.count_accesses
+
+    def counting(kernel, blocks, threads, *arrays):
+        seen.append([a.copy() if isinstance(a, np.ndarray) else a for a in arrays])
+        counts = count(kernel, blocks, threads, *arrays)
+        seen[-1].append(arrays[-1])
+        return counts
+
+    monkeypatch.setattr(checks, "count_accesses", counting)
+    return seen
+
+
+def test_each_transpose_check_draws_new_sizes_and_values(launches):
+    k = kernels()
+    for _ in range(3):
+        assert check("ex-perf-transpose-tiled", k.transpose_tiled)
+    shapes = [arrays[0].shape for arrays in launches]
+    assert len(set(shapes)) > 1
+    assert all(rows != cols and rows % 32 and cols % 32 for rows, cols in shapes)
+    assert len({float(arrays[0][0, 0]) for arrays in launches}) == 3
+
+
+def test_each_block_sum_check_draws_a_new_length(launches):
+    k = kernels()
+    for _ in range(3):
+        assert check("ex-perf-block-sum", k.block_sums)
+    sizes = [arrays[0].size for arrays in launches]
+    assert len(set(sizes)) > 1 and all(n % checks.THREADS for n in sizes)
+
+
+def test_an_answer_that_replays_an_earlier_result_cannot_pass(launches, monkeypatch):
+    k = kernels()
+    assert check("ex-perf-transpose-tiled", k.transpose_tiled)
+    monkeypatch.setattr(k, "REMEMBERED", launches[0][-1])  # the output of the run that passed
+    result = check("ex-perf-transpose-tiled", k.transpose_remembered)
+    assert not result and "values differ" in result.message
+
+
+def test_one_atomic_per_block_is_tolerated():
+    assert check("ex-perf-block-sum", kernels().block_sums_one_atomic)
+
+
+class CUDADispatcher:
+    """Stands for a kernel compiled for a GPU: its Python function is ``counted``'s, and a launch runs ``launched``
+    (on the simulator, standing for the GPU)."""
+
+    def __init__(self, counted, launched=None):
+        self.py_func = counted.py_func
+        self.targetoptions = {"device": False}
+        self.launched = launched or counted
+        self.launches = 0
+
+    def __getitem__(self, configuration):
+        self.launches += 1
+        return self.launched[configuration]
+
+
+@pytest.mark.parametrize("label", ["ex-perf-transpose-padded", "ex-perf-block-sum"])
+def test_on_a_gpu_the_kernel_also_runs_there_and_must_match(label, monkeypatch):
+    # The stand-in launches on numba's target: the simulator here, the GPU where numba's target is the real one.
+    skip_where_the_gpu_cannot_work("numba", needs="the stand-in launches the kernel on the GPU numba reports")
+    k = kernels()
+    right, wrong = {"ex-perf-block-sum": (k.block_sums, k.block_sums_off_by_one_block)}.get(
+        label, (k.transpose_padded, k.transpose_padded_swapped))
+    monkeypatch.setattr(checks, "launches_on_the_gpu", lambda kernel: isinstance(kernel, CUDADispatcher))
+    on_the_gpu = CUDADispatcher(right)
+    assert check(label, on_the_gpu)
+    assert on_the_gpu.launches == 1
+    differs_there = CUDADispatcher(right, launched=wrong)
+    result = check(label, differs_there)
+    assert not result and "on the GPU" in result.message and "values differ" in result.message
+
+
+def test_where_numba_has_no_gpu_a_kernel_compiled_for_one_is_graded_on_the_simulator():
+    k = kernels()
+    assert check("ex-perf-transpose-padded", CUDADispatcher(k.transpose_padded))
+    result = check("ex-perf-transpose-padded", CUDADispatcher(k.transpose_tiled))
+    assert not result and "bank conflicts" in result.message
+
+
+def test_a_kernel_on_the_simulator_is_never_sent_to_a_gpu():
+    k = kernels()
+    if type(k.transpose_tiled).__name__ != "FakeCUDAKernel":
+        pytest.skip("numba's CUDA target is the real one in this process (a GPU is reported)")
+    assert not launches_on_the_gpu(k.transpose_tiled)
+    assert not launches_on_the_gpu(CUDADispatcher(k.transpose_tiled))  # numba is simulating
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_where_numba_cuda_cannot_run_on_the_gpu_the_simulators_verdict_stands(required, monkeypatch):
+    # numba-cuda 0.30.4 beside NumPy 2.5 fails at its first kernel (the book's first GPU run): the learner's kernel
+    # is not to blame; a GPU run that requires the GPU (GPUKIT_REQUIRE_GPU=1) stops and says why.
+    from gpukit.topics.simulators import NumbaCudaUnavailable
+
+    def broken(*_):
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    monkeypatch.setattr(checks, "launches_on_the_gpu", lambda kernel: True)
+    monkeypatch.setattr(checks, "run_on_the_gpu", broken)
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1" if required else "0")
+    k = kernels()
+    if required:
+        with pytest.raises(NumbaCudaUnavailable, match="row_stack"):
+            check("ex-perf-block-sum", k.block_sums)
+    else:
+        assert check("ex-perf-block-sum", k.block_sums)
+        assert not check("ex-perf-block-sum", k.block_sums_by_atomics)  # still graded on the simulator
+
+
+def test_an_error_of_the_kernel_on_the_gpu_is_reported(monkeypatch):
+    def failing(*_):
+        raise TypeError("No matching definition for argument type(s) array(float64, 1d, C)")
+
+    monkeypatch.setattr(checks, "launches_on_the_gpu", lambda kernel: True)
+    monkeypatch.setattr(checks, "run_on_the_gpu", failing)
+    result = check("ex-perf-block-sum", kernels().block_sums)
+    assert not result and "launching your kernel on the GPU raised TypeError" in result.message

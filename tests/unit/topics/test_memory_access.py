@@ -1,0 +1,249 @@
+"""Counting a kernel's memory accesses on Numba's CUDA simulator (gpukit.topics.memory_access), proven on kernels
+whose counts are known: a coalesced float32 copy makes requests of 4 sectors, a stride-32 copy of 32, a transpose
+through an unpadded 32 × 32 tile has 32-way bank conflicts on its column read and the padded tile none; a missing
+cuda.syncthreads() is found on every run; the simulator is left as it was; and a kernel compiled for a GPU (numba's
+real CUDA target) is counted through its Python function."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpukit.topics.memory_access import NO_NUMBA, count_accesses
+from gpukit.topics.simulators import use_cuda_simulator
+from tests.support.booktoc import ROOT
+
+
+@pytest.fixture(scope="module")
+def k():
+    use_cuda_simulator()  # before numba is first imported, or it takes no effect
+    pytest.importorskip("numba")
+    from tests.support import numba_kernels_for_performance
+
+    return numba_kernels_for_performance
+
+
+def test_a_coalesced_float32_copy_touches_4_sectors_per_request(k):
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros_like(x)
+    counts = count_accesses(k.copy, 2, 128, x, out)
+    assert np.array_equal(out, x)  # the arrays are updated in place, as a launch would
+    assert counts.names == ("x", "out")
+    assert counts.loads == {"x": 256, "out": 0} and counts.stores == {"x": 0, "out": 256}
+    assert counts.reads_per_element["x"] == 1.0
+    assert counts.requests == {"x": 8, "out": 8}  # 256 threads: 8 warps, one load and one store each
+    assert counts.sectors_per_request == {"x": 4.0, "out": 4.0}  # 32 lanes × 4 bytes = 128 bytes = 4 sectors
+
+
+def test_float64_needs_8_sectors_and_a_broadcast_1(k):
+    x = np.arange(64, dtype=np.float64)
+    out = np.zeros_like(x)
+    assert count_accesses(k.copy, 1, 64, x, out).sectors_per_request["x"] == 8.0
+    broadcast = count_accesses(k.broadcast, 1, 64, x, out)
+    assert broadcast.sectors_per_request["x"] == 1.0 and broadcast.loads["x"] == 64
+
+
+def test_a_stride_32_copy_touches_32_sectors_per_request(k):
+    x = np.arange(32 * 256, dtype=np.float32)
+    out = np.zeros_like(x)
+    counts = count_accesses(k.copy_stride_32, 2, 128, x, out)
+    assert counts.loads["x"] == 256 and counts.reads_per_element["x"] == 1 / 32
+    assert counts.sectors_per_request["x"] == 32.0  # every lane in its own sector
+    assert counts.ideal_sectors_per_request["x"] == 4.0
+    assert np.array_equal(out[::32], x[::32]) and not out[1::32].any()
+
+
+def test_a_load_and_a_store_of_one_element_are_both_counted(k):
+    x = np.zeros(100, dtype=np.float32)
+    counts = count_accesses(k.increment, 1, 128, x)
+    assert (x == 1).all()
+    assert counts.loads["x"] == counts.stores["x"] == 100
+    assert counts.requests["x"] == 8  # 4 warps have work (100 threads), each loading and storing once
+
+
+def test_atomics_are_counted_apart_from_loads_and_stores(k):
+    x = np.ones(200, dtype=np.float32)
+    total = np.zeros(1, dtype=np.float32)
+    counts = count_accesses(k.count_with_atomics, 2, 128, x, total)
+    assert total[0] == 200
+    assert counts.atomics == {"x": 0, "total": 200}
+    assert counts.loads["total"] == counts.stores["total"] == 0
+
+
+def _transpose(k, kernel, rows=64, cols=64):
+    inp = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
+    out = np.zeros((cols, rows), dtype=np.float32)
+    counts = count_accesses(kernel, (cols // 32, rows // 32), (k.TILE, k.ROWS), inp, out)
+    assert np.array_equal(out, inp.T)
+    return counts
+
+
+def test_the_unpadded_tiles_column_read_has_32_way_bank_conflicts(k):
+    counts = _transpose(k, k.transpose_tiled)
+    assert counts.shared_names == ("tile",)
+    column_read, row_write = counts.row("tile", "load", "shared"), counts.row("tile", "store", "shared")
+    assert column_read.bank_conflict_ways == 32.0 and column_read.worst_bank_conflict_ways == 32
+    assert row_write.bank_conflict_ways == 1.0
+    assert counts.bank_conflict_ways == 16.5 and counts.shared_requests == 256  # the mean of 128 × 1 and 128 × 32
+    assert counts.sectors_per_request == {"inp": 4.0, "out": 4.0}  # both coalesced through the tile
+    assert counts.reads_per_element["inp"] == 1.0 and counts.race_count == 0
+
+
+def test_the_padded_tile_has_no_bank_conflict(k):
+    counts = _transpose(k, k.transpose_padded)
+    assert counts.bank_conflict_ways == 1.0 and counts.worst_bank_conflict_ways == 1
+    assert counts.sectors_per_request == {"inp": 4.0, "out": 4.0}
+
+
+def test_the_naive_transposes_stores_are_strided(k):
+    counts = _transpose(k, k.transpose_naive)
+    assert counts.sectors_per_request == {"inp": 4.0, "out": 32.0}
+    assert counts.shared_requests == 0 and counts.bank_conflict_ways == 0.0
+
+
+def test_partial_warps_at_the_edges_touch_fewer_sectors(k):
+    inp = np.ones((36, 36), dtype=np.float32)
+    out = np.zeros_like(inp)
+    counts = count_accesses(k.transpose_padded, (2, 2), (k.TILE, k.ROWS), inp, out)
+    assert (out == 1).all()
+    # Rows of 144 bytes: a full warp's 128 bytes start on a sector in even rows (4 sectors) and half-way into one in
+    # odd rows (5); the 4 columns past the first tile make warps of 4 lanes, 16 bytes in one sector. 36 requests of
+    # each: (18 × 4 + 18 × 5 + 36 × 1) / 72 sectors per request, where (36 × 4 + 36 × 1) / 72 would do.
+    assert counts.requests == {"inp": 72, "out": 72}
+    assert counts.sectors_per_request == {"inp": 2.75, "out": 2.75}
+    assert counts.ideal_sectors_per_request == {"inp": 2.5, "out": 2.5}
+
+
+def test_a_missing_barrier_is_a_race_on_every_run(k):
+    before = sys.getswitchinterval()
+    for interval in (0.0002, 0.005):  # however the Python threads happen to interleave
+        sys.setswitchinterval(interval)
+        try:
+            x = np.ones(300, dtype=np.float32)
+            racy = count_accesses(k.block_sums_without_barrier, 3, k.THREADS, x, np.zeros(3, np.float32))
+            out = np.zeros(3, np.float32)
+            right = count_accesses(k.block_sums, 3, k.THREADS, x, out)
+        finally:
+            sys.setswitchinterval(before)
+        assert racy.race_count > 0 and "no cuda.syncthreads() between" in str(racy.races[0])
+        assert "partial[" in str(racy.races[0])
+        assert right.race_count == 0 and out.tolist() == [128, 128, 44]
+    unsynced = count_accesses(k.transpose_padded_without_barrier, 1, (k.TILE, k.ROWS),
+                              np.ones((32, 32), np.float32), np.zeros((32, 32), np.float32))
+    assert unsynced.race_count > 0 and "tile[" in unsynced.table()
+
+
+def test_shared_memory_starts_out_holding_garbage(k):
+    out = np.zeros(32, dtype=np.float32)
+    count_accesses(k.read_unwritten_shared, 1, 32, out)
+    assert np.isnan(out).all()  # not the zeros a kernel could wrongly rely on
+
+
+def test_the_table_has_a_row_per_array_and_access(k):
+    counts = _transpose(k, k.transpose_tiled)
+    table = counts.table()
+    assert str(counts) == table
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["array", "memory", "access"]
+    assert [line.split()[:3] for line in lines[1:]] == [["inp", "global", "load"], ["out", "global", "store"],
+                                                        ["tile", "shared", "load"], ["tile", "shared", "store"]]
+    assert "32.0" in lines[3] and "4.0 (best 4.0)" in lines[1]
+
+
+def test_the_simulator_is_left_as_it_was_also_after_an_error(k):
+    from numba import cuda
+    from numba.cuda.simulator import kernel
+
+    original = kernel.FakeCUDAModule
+    count_accesses(k.copy, 1, 32, np.ones(32, np.float32), np.zeros(32, np.float32))
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    with pytest.raises(IndexError, match="out of bounds"):
+        count_accesses(k.transpose_padded_without_guard, (2, 2), (k.TILE, k.ROWS), np.ones((40, 40), np.float32),
+                       np.zeros((40, 40), np.float32))
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    # and the kernel still launches as a plain simulated kernel would
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros_like(x)
+    if type(k.copy).__name__ == "FakeCUDAKernel":
+        k.copy[1, 32](x, out)
+        assert np.array_equal(out, x)
+
+
+class CUDADispatcher:
+    """Stands for a kernel numba compiled for a GPU: the real target's class name, its Python function, its options."""
+
+    def __init__(self, kernel, device=False):
+        self.py_func = getattr(kernel, "py_func", kernel)
+        self.targetoptions = {"device": device}
+
+    def __getitem__(self, configuration):
+        raise AssertionError("a GPU launch: count_accesses must run the Python function on the simulator instead")
+
+
+def test_a_kernel_compiled_for_a_gpu_runs_its_python_function_on_the_simulator(k):
+    inp = np.random.default_rng(2).standard_normal((40, 50)).astype(np.float32)
+    out = np.zeros((50, 40), dtype=np.float32)
+    counts = count_accesses(CUDADispatcher(k.transpose_padded), (2, 2), (k.TILE, k.ROWS), inp, out)
+    assert np.array_equal(out, inp.T) and counts.bank_conflict_ways == 1.0
+
+
+CHILD = """
+import json, sys
+import numpy as np
+from numba import cuda
+from gpukit.topics.memory_access import count_accesses
+from tests.support import numba_kernels_for_performance as k
+
+inp = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+out = np.zeros_like(inp)
+tiled = count_accesses(k.transpose_tiled, (2, 2), (k.TILE, k.ROWS), inp, out)
+x = np.arange(100, dtype=np.float32)
+doubled = np.zeros_like(x)
+count_accesses(k.double_through_a_device_function, 1, 128, x, doubled)
+print(json.dumps({"kind": type(k.transpose_tiled).__name__, "device function": type(k.twice).__name__,
+                  "transposed": bool((out == inp.T).all()), "ways": tiled.row("tile", "load").bank_conflict_ways,
+                  "sectors": tiled.sectors_per_request, "doubled": bool((doubled == 2 * x).all()),
+                  "restored": k.cuda is cuda and type(k.twice).__name__ == "CUDADispatcher"}))
+"""
+
+
+def test_on_numbas_real_cuda_target_the_kernel_is_counted_on_the_simulator(k):
+    # A child Python where numba's CUDA target is the real one, as on a GPU node, with the GPU hidden: the kernels
+    # are CUDADispatchers, compiled lazily for a GPU; count_accesses must never launch them there.
+    env = {name: value for name, value in os.environ.items()
+           if name != "NUMBA_ENABLE_CUDASIM" and not name.startswith("PYTEST_")}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"kind": "CUDADispatcher", "device function": "CUDADispatcher", "transposed": True,
+                     "ways": 32.0, "sectors": {"inp": 4.0, "out": 4.0}, "doubled": True, "restored": True}
+
+
+def test_what_is_not_a_kernel_is_refused(k):
+    with pytest.raises(TypeError, match="expected a Numba CUDA kernel"):
+        count_accesses(lambda x: None, 1, 32, np.zeros(4))
+    with pytest.raises(TypeError, match="device function"):
+        count_accesses(CUDADispatcher(k.twice, device=True), 1, 32, 1.0)
+    with pytest.raises(ValueError, match="threads must be"):
+        count_accesses(k.copy, 1, (32, 0), np.zeros(4), np.zeros(4))
+
+
+def test_a_device_array_is_refused_with_what_to_pass(k):
+    class DeviceNDArray:
+        def copy_to_host(self):
+            return np.zeros(4)
+
+    with pytest.raises(TypeError, match="pass NumPy arrays"):
+        count_accesses(k.copy, 1, 32, DeviceNDArray(), np.zeros(4))
+
+
+def test_without_numba_it_says_what_to_install(k, monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba now fails
+    with pytest.raises(ModuleNotFoundError, match="Numba is not installed: pip install numba-cuda"):
+        count_accesses(CUDADispatcher(k.copy), 1, 32, np.zeros(4), np.zeros(4))
+    assert NO_NUMBA == "Numba is not installed: pip install numba-cuda"
