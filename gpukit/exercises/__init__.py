@@ -18,6 +18,7 @@ from . import (  # noqa: F401 - each module registers its chapter's exercises
     memory,
     mps,
     parallel_cpu,
+    performance,
     precision,
     profiling,
     pytorch,
