@@ -27,7 +27,7 @@ from gpukit.measuring.benchmark_records import read_benchmark_folder, results_ta
 from gpukit.measuring.plots import PlainLogFormatter, style_axes
 from gpukit.measuring.roofline import gpu_limits
 
-__all__ = ["ELEMENTWISE_FLOPS", "NCU_COLUMNS", "Roofline", "device_roofline", "matmul_shape_records", "ncu_metrics",
+__all__ = ["ELEMENTWISE_FLOPS", "NCU_COLUMNS", "Roofline", "device_roofline", "ncu_metrics",
            "ncu_summary", "plot_roofline"]
 
 # exp(x) + 3 sin(x), counted as the bench's elementwise work: exp, sin, a product and a sum, each one FLOP (a
@@ -45,16 +45,17 @@ _PREFIXED = re.compile(r"^([kKMGTmun]?)(byte|second|hz|cycle)")
 
 
 class Roofline:
-    """A device's two ceilings (FLOP/s of a float32 product, bytes/s of memory), where they come from, and the
-    points its file measured: ``(label, intensity in FLOP/B, FLOP/s)``."""
+    """A device's two ceilings (FLOP/s of a float32 product, bytes/s of memory), where they come from, the points
+    its file measured, ``(label, intensity in FLOP/B, FLOP/s)``, and its file's ``matmul-shapes`` rows,
+    ``(dtype, n, GFLOP/s)`` (the bench's sweep of sizes around multiples of 8, 64 and 128)."""
 
-    def __init__(self, name: str, flops_per_s: float, bytes_per_s: float, source: str, points=()):
+    def __init__(self, name: str, flops_per_s: float, bytes_per_s: float, source: str, points=(), shapes=()):
         for what, value in (("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{what} must be a positive rate, not {value!r}")
         self.name, self.source = name, source
         self.flops_per_s, self.bytes_per_s = float(flops_per_s), float(bytes_per_s)
-        self.points = list(points)
+        self.points, self.shapes = list(points), list(shapes)
 
     @property
     def ridge(self) -> float:
@@ -91,9 +92,10 @@ def _chosen_file(records: dict, kind: str, gpu: str | None):
 def device_roofline(device: str, records: dict | None = None, *, gpu: str | None = None) -> Roofline | None:
     """The roofline of ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...) from the benchmark files (``records``
     as :func:`read_benchmark_folder` returns them; ``data/benchmarks/`` when None), with the points its file
-    measured. For a GPU, the newest file whose GPU's name holds ``gpu`` (by default the name torch reports for
-    ``device``); where no file has it, the datasheet's figures, without points. None where neither is known
-    (Apple's GPUs, a GPU gpukit's table does not know)."""
+    measured and its ``matmul-shapes`` rows. For a GPU, the newest file whose GPU's name holds ``gpu`` (by default
+    the name torch reports for ``device``); where no file has it, the datasheet's figures, without points. None
+    where neither is known (Apple's GPUs, a GPU gpukit's table does not know). For the CPU, the newest file of a
+    machine without a GPU: a GPU node's host CPU is not the CPU the book is built on."""
     records = read_benchmark_folder() if records is None else records
     kind = "cuda" if str(device).startswith("cuda") else str(device)
     if kind == "cuda" and gpu is None:
@@ -112,6 +114,8 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
     peaks = entry["peaks"]
     if not peaks.get("float32_flop_s") or not peaks.get("memory_bytes_per_s"):
         return None
+    shapes = [(r["dtype"], r["size"], r["rate"]) for r in record["results"]
+              if r["benchmark"] == "matmul-shapes" and r["device"] == device]
     table = results_table({file: record})
     rows = table[(table["device"] == device) & (table["dtype"] == "float32")]
     points = []
@@ -124,21 +128,7 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
             points.append((f"elementwise {row.size:,}", ELEMENTWISE_FLOPS / 8, flops / row.median_s))
     name = entry["name"].split(" (")[1].split(",")[0] if " (" in entry["name"] else entry["name"]
     return Roofline(name, peaks["float32_flop_s"], peaks["memory_bytes_per_s"],
-                    f"{file} (measured {record['date']})", points)
-
-
-def matmul_shape_records(records: dict | None = None):
-    """The ``matmul-shapes`` rows of every benchmark file (an empty table where none has them), with the file's
-    ``machine`` and ``date``."""
-    import pandas as pd
-
-    records = read_benchmark_folder() if records is None else records
-    rows = [{"file": file, "machine": record["machine"], "date": record["date"], **result}
-            for file, record in records.items() for result in record["results"]
-            if result["benchmark"] == "matmul-shapes"]
-    columns = ["file", "machine", "date", "device", "dtype", "size", "median", "rate", "rate_unit",
-               "fraction_of_peak"]
-    return pd.DataFrame(rows, columns=columns)
+                    f"{file} (measured {record['date']})", points, sorted(shapes))
 
 
 def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, float]]], *, title: str = ""):
