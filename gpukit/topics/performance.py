@@ -133,7 +133,8 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
 
 def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, float]]], *, title: str = ""):
     """The roofline (the bandwidth's slope, then the peak's flat line) on log axes, with each group of ``points``
-    (``{"measured here": [(label, intensity, FLOP/s), ...], ...}``) in a marker of its own, each point labelled."""
+    (``{"measured here": [(label, intensity, FLOP/s), ...], ...}``) in a marker of its own, labelled (of the points
+    of a group at one intensity, the fastest only)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -149,7 +150,11 @@ def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, f
         if not drawn:
             continue
         ax.plot([p[1] for p in drawn], [p[2] for p in drawn], marker, linestyle="none", markersize=7, label=group)
-        for label, intensity, rate in drawn:
+        fastest = {}  # one label per intensity: the bench's sizes of elementwise work share one
+        for point in drawn:
+            if point[1] not in fastest or point[2] > fastest[point[1]][2]:
+                fastest[point[1]] = point
+        for label, intensity, rate in fastest.values():
             ax.annotate(label, (intensity, rate), textcoords="offset points", xytext=(5, 4), fontsize="small")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -158,7 +163,7 @@ def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, f
     ax.set_ylabel("FLOP/s")
     ax.set_title(title or f"roofline of {roofline.name}")
     style_axes(ax)
-    ax.legend(frameon=False, fontsize="small")
+    ax.legend(frameon=False, fontsize="small", loc="upper left")  # above the roof, where no work can be
     return fig
 
 
