@@ -11,7 +11,7 @@ import subprocess
 import torch
 
 from gpukit.exercises import check
-from tests.support.lesson_code import code_cell, markdown, run_cell
+from tests.support.lesson_code import code_cell, markdown, run_cell, run_cells
 
 LESSON = "16-performance-engineering.ipynb"
 
@@ -39,10 +39,13 @@ def test_torch_logs_show_each_recompilation_with_its_guard_and_the_graph_break()
     assert all(len(line) <= 100 for line in lines)
 
 
-def test_explain_counts_the_graphs_and_the_break_without_writing_to_stderr(capfd):
-    printed = run_cell(cell("explanation = torch._dynamo.explain(noisy)"), {"torch": torch})
-    assert printed.splitlines()[1:] == ["2 graphs, 1 break:", "- Failed to trace builtin operator"]
-    assert capfd.readouterr().err == ""  # the book build fails on a cell's stderr
+def test_explain_counts_the_graphs_and_the_break_without_writing_to_stderr(tmp_path):
+    # In a child Python, as a kernel runs it: under pytest, dynamo's warning for a break at .item() (which the
+    # cell avoids) does not reach stderr, in a kernel it does, and the book build fails on a cell's stderr.
+    done = run_cells(["import torch", cell("explanation = torch._dynamo.explain(noisy)")], tmp_path)
+    assert done.returncode == 0, done.failed()
+    assert done.stderr == ""
+    assert done.outputs[1].splitlines()[1:] == ["2 graphs, 1 break:", "- Failed to trace builtin operator"]
 
 
 def test_the_counting_backend_counts_what_the_prose_says():
