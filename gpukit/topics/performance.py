@@ -47,15 +47,17 @@ _PREFIXED = re.compile(r"^([kKMGTmun]?)(byte|second|hz|cycle)")
 class Roofline:
     """A device's two ceilings (FLOP/s of a float32 product, bytes/s of memory), where they come from, the points
     its file measured, ``(label, intensity in FLOP/B, FLOP/s)``, and its file's ``matmul-shapes`` rows,
-    ``(dtype, n, GFLOP/s)`` (the bench's sweep of sizes around multiples of 8, 64 and 128)."""
+    ``(dtype, n, GFLOP/s)`` (the bench's sweep of sizes around multiples of 8, 64 and 128), and the date of its
+    file ("" for a datasheet's)."""
 
-    def __init__(self, name: str, flops_per_s: float, bytes_per_s: float, source: str, points=(), shapes=()):
+    def __init__(self, name: str, flops_per_s: float, bytes_per_s: float, source: str, points=(), shapes=(),
+                 date: str = ""):
         for what, value in (("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{what} must be a positive rate, not {value!r}")
         self.name, self.source = name, source
         self.flops_per_s, self.bytes_per_s = float(flops_per_s), float(bytes_per_s)
-        self.points, self.shapes = list(points), list(shapes)
+        self.points, self.shapes, self.date = list(points), list(shapes), date
 
     @property
     def ridge(self) -> float:
@@ -128,7 +130,7 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
             points.append((f"elementwise {row.size:,}", ELEMENTWISE_FLOPS / 8, flops / row.median_s))
     name = entry["name"].split(" (")[1].split(",")[0] if " (" in entry["name"] else entry["name"]
     return Roofline(name, peaks["float32_flop_s"], peaks["memory_bytes_per_s"],
-                    f"{file} (measured {record['date']})", points, sorted(shapes))
+                    f"{file} (measured {record['date']})", points, sorted(shapes), record["date"])
 
 
 def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, float]]], *, title: str = ""):

@@ -62,3 +62,16 @@ def test_max_autotune_is_asked_for_on_a_gpu(on_gpu, monkeypatch):
     printed = run_cell(source, on_gpu)
     assert modes == ["max-autotune"]
     assert "compiling with max-autotune" in printed and "max-autotune " in printed and "eager " in printed
+
+
+def test_on_the_cpu_the_h100s_points_are_labelled_as_measured_there():
+    import matplotlib.pyplot as plt
+
+    from gpukit.topics.performance import device_roofline
+
+    namespace = {"on_gpu": False, "h100": device_roofline("cuda", gpu="H100")}
+    run_cell(cell("if not on_gpu:  # the GPU run's own points"), namespace)
+    labels = [text.get_text() for text in namespace["fig"].axes[0].get_legend().get_texts()]
+    assert labels == ["NVIDIA H100 80GB HBM3: ceilings",
+                      "measured on an NVIDIA H100 80GB HBM3 on 2026-11-26 by the bench"]
+    plt.close(namespace["fig"])

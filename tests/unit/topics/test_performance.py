@@ -141,6 +141,7 @@ def test_a_gpu_roofline_is_its_files_with_the_files_points(monkeypatch):
     assert roof.name == "NVIDIA H100 80GB HBM3" and "h100" in roof.source
     assert roof.flops_per_s == 67e12 and roof.bytes_per_s == 3.35e12
     assert roof.ridge == pytest.approx(20)
+    assert roof.date == read_benchmark_folder()[roof.source.split()[0]]["date"]
     assert {p[0] for p in roof.points} >= {"matmul 8192", "elementwise 67,108,864"}
     # By default the name is the one torch reports for the device.
     import torch
@@ -151,7 +152,7 @@ def test_a_gpu_roofline_is_its_files_with_the_files_points(monkeypatch):
 
 def test_a_gpu_no_file_has_gets_its_datasheet_and_an_unknown_device_none():
     roof = device_roofline("cuda", gpu="NVIDIA A100-SXM4-80GB")
-    assert roof.points == [] and "datasheet" in roof.source
+    assert roof.points == [] and "datasheet" in roof.source and roof.date == ""
     assert roof.flops_per_s == pytest.approx(19.5e12)
     assert device_roofline("cuda", gpu="a GPU nobody knows") is None
     assert device_roofline("mps") is None
