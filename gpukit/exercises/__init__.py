@@ -19,6 +19,7 @@ from . import (  # noqa: F401 - each module registers its chapter's exercises
     memory_access,
     mps,
     parallel_cpu,
+    performance,
     precision,
     profiling,
     pytorch,

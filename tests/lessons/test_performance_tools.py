@@ -1,0 +1,149 @@
+"""Lesson 16's Nsight Compute and compute-sanitizer cells, run on the CPU with the GPU reported and stand-ins for
+the two tools: small scripts that print what the tools print, in the layouts NVIDIA documents (``ncu --csv --page
+details``: quoted columns, one row per metric; compute-sanitizer's memcheck: ``=========`` lines, an ``Invalid
+__global__ write`` block per bad access, an ``ERROR SUMMARY``). nvcc compiles the lesson's CUDA C++ program for
+real where it is installed (it needs no GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpukit import skip_unless
+from tests.support.lesson_code import code_cell, run_cell
+from tests.unit.topics.test_performance import KERNEL, new_layout
+
+LESSON = "16-performance-engineering.ipynb"
+
+
+def cell(contains):
+    return code_cell(LESSON, contains)
+
+
+def tool(folder: Path, name: str, prints: str, code: int = 0) -> str:
+    """An executable called ``name`` that logs its arguments to ``<name>.args`` and prints ``prints``."""
+    (folder / f"{name}.out").write_text(prints)
+    path = folder / name
+    path.write_text(f"#!{sys.executable}\nimport sys\nopen({str(folder / (name + '.args'))!r}, 'w').write("
+                    f"'\\n'.join(sys.argv[1:]))\nprint(open({str(folder / (name + '.out'))!r}).read(), end='')\n"
+                    f"sys.exit({code})\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
+@pytest.fixture
+def lesson():
+    """What the lesson's cells before these bound: os, torch, skip_unless."""
+    return {"os": os, "torch": torch, "skip_unless": skip_unless}
+
+
+def compile_cell(namespace, monkeypatch, nvcc):
+    """The cell that writes the CUDA C++ program, finds the tools and builds it, with ``nvcc`` (a path, or None to
+    hide it) the only tool ``shutil.which`` finds."""
+    monkeypatch.setattr(shutil, "which", lambda name: nvcc if name == "nvcc" else None)
+    monkeypatch.setenv("CUDA_HOME", "/nonexistent")
+    return run_cell(cell('SOURCE = r"""'), namespace)
+
+
+# ------------------------------------------------------------------------------------------ compute-sanitizer
+MEMCHECK = """========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at fill_unguarded(float *, int)+0x70 in /tmp/lesson16/kernels.cu:10
+=========     by thread (232,0,0) in block (3,0,0)
+=========     Address 0x7f2a4c0003e80 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f2a4c000000 of size 4000 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at fill_unguarded(float *, int)+0x70 in /tmp/lesson16/kernels.cu:10
+=========     by thread (233,0,0) in block (3,0,0)
+=========     Address 0x7f2a4c0003e84 is out of bounds
+=========
+no error
+========= ERROR SUMMARY: 2 errors
+"""
+
+
+def test_the_sanitizer_runs_the_planted_bug_and_its_report_is_shown(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)  # nvcc hidden: the cell skips the build
+    lesson["program"] = str(tmp_path / "kernels")  # as if nvcc had built it
+    sanitizer = tool(tmp_path, "compute-sanitizer", MEMCHECK)
+    lesson["cuda_tool"] = lambda name: sanitizer if name == "compute-sanitizer" else None
+    printed = run_cell(cell('sanitizer = cuda_tool("compute-sanitizer")'), lesson)
+    assert (tmp_path / "compute-sanitizer.args").read_text().split("\n") == [
+        "--tool", "memcheck", str(tmp_path / "kernels"), "bug"]
+    assert printed.startswith("2 invalid writes found")
+    assert "at fill_unguarded(float *, int)+0x70 in /tmp/lesson16/kernels.cu:10" in printed
+    assert "by thread (232,0,0) in block (3,0,0)" in printed
+    assert "ERROR SUMMARY: 2 errors" in printed
+
+
+def test_without_a_gpu_the_sanitizer_cell_prints_the_command(lesson, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    compile_cell(lesson, monkeypatch, None)
+    lesson["cuda_tool"] = lambda name: tool(tmp_path, name, MEMCHECK)  # the tool is there, the GPU is not
+    printed = run_cell(cell('sanitizer = cuda_tool("compute-sanitizer")'), lesson)
+    assert printed.startswith("Skipped:") and "compute-sanitizer --tool memcheck ./kernels bug" in printed
+    assert not (tmp_path / "compute-sanitizer.args").exists()
+
+
+# ------------------------------------------------------------------------------------------ ncu
+def test_ncu_profiles_the_copy_and_the_cell_prints_its_three_numbers(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    lesson["program"] = str(tmp_path / "kernels")
+    ncu = tool(tmp_path, "ncu", new_layout())
+    monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
+    run_cell(cell("NCU_ARGS = ["), lesson)
+    printed = run_cell(cell("from gpukit.topics.performance import ncu_summary"), lesson)
+    args = (tmp_path / "ncu.args").read_text().split("\n")
+    assert args[:3] == ["--csv", "--page", "details"]
+    for section in ("SpeedOfLight", "Occupancy", "WarpStateStats"):
+        assert ["--section", section] == args[args.index(section) - 1:args.index(section) + 1]
+    assert args[-3:] == ["-k", "copy_rows", str(tmp_path / "kernels")]
+    assert printed == (f"{KERNEL}: DRAM 2779 GB/s, achieved occupancy 83%, main stall: long_scoreboard "
+                       "(48.9 cycles per instruction)\n")
+
+
+def test_ncu_without_permission_to_the_counters_says_so(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    lesson["program"] = str(tmp_path / "kernels")
+    refused = ("==PROF== Connected to process 4242\n==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+               "permission to access NVIDIA GPU Performance Counters on the target device 0.\n")
+    ncu = tool(tmp_path, "ncu", refused, code=1)
+    monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
+    run_cell(cell("NCU_ARGS = ["), lesson)
+    printed = run_cell(cell("from gpukit.topics.performance import ncu_summary"), lesson)
+    assert printed.startswith("ncu gave no metrics:") and "ERR_NVGPUCTRPERM" in printed
+
+
+# ------------------------------------------------------------------------------------------ nvcc
+def test_nvcc_builds_the_program_without_a_gpu(lesson, monkeypatch):
+    from gpukit.base.nvcc import find_nvcc
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc is not installed here")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    printed = compile_cell(lesson, monkeypatch, nvcc)
+    assert printed.startswith("compiled"), printed
+    program = Path(lesson["program"])
+    assert program.is_file() and os.access(program, os.X_OK)
+    assert b"fill_unguarded" in program.read_bytes() and b"copy_rows" in program.read_bytes()
+
+
+def test_without_nvcc_the_build_skips_and_the_tools_have_no_program(lesson, gpu, monkeypatch):
+    printed = compile_cell(lesson, monkeypatch, None)
+    assert printed.startswith("Skipped: nvcc")
+    assert lesson["program"] is None
