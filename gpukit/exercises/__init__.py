@@ -16,7 +16,6 @@ from . import (  # noqa: F401 - each module registers its chapter's exercises
     jax,
     kernels,
     memory,
-    memory_access,
     mps,
     parallel_cpu,
     performance,

@@ -9,5 +9,7 @@ out-of-memory errors (:mod:`~gpukit.topics.chunking`). Lesson 8: JAX devices and
 and Triton's interpreter (:mod:`~gpukit.topics.simulators`). Lesson 10: process groups on loopback
 (:mod:`~gpukit.topics.distributed`). Lesson 11: Slurm (:mod:`~gpukit.topics.slurm`). Lesson 13: which operations
 each backend supports (:mod:`~gpukit.topics.backend_support`). Lesson 14: profiler traces
-(:mod:`~gpukit.topics.traces`). Lesson 15: random streams (:mod:`~gpukit.topics.random_streams`).
+(:mod:`~gpukit.topics.traces`). Lesson 15: random streams (:mod:`~gpukit.topics.random_streams`). Lesson 16: the
+roofline from the bench files and Nsight Compute's CSV (:mod:`~gpukit.topics.performance`), memory-access counts
+on Numba's simulator (:mod:`~gpukit.topics.memory_access`).
 """

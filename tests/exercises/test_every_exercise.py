@@ -40,6 +40,10 @@ NEEDS_THE_REPORTED_GPU = {
     "ex-kernels-numba-saxpy": "its check launches the kernel on the GPU torch reports",
     "ex-kernels-launch": "its check launches the kernel on the GPU torch reports",
     "ex-kernels-triton-relu": "its check runs Triton on the GPU torch reports",
+    "ex-perf-transpose-tiled": "its check launches the kernel on the GPU numba reports",
+    "ex-perf-transpose-padded": "its check launches the kernel on the GPU numba reports",
+    "ex-perf-block-sum": "its check launches the kernel on the GPU numba reports",
+    "ex-perf-no-recompile": "its check traces with torch.compile, which saves the CUDA random state",
 }
 
 

@@ -1,6 +1,6 @@
 """Numba CUDA kernels for lesson 16 (performance engineering on one GPU): the known kernels that prove the access
 counter (gpukit.topics.memory_access) and the solutions and wrong or wasteful answers of the lesson's kernel
-exercises (tests/exercises/cases/memory_access.py).
+exercises (tests/exercises/cases/performance.py).
 
 Imported only after the simulator is switched on (where there is no CUDA GPU). The kernels are module-level
 functions that reach ``cuda`` as a global on purpose: Numba's simulator swaps the ``cuda`` of a kernel's globals for
@@ -58,7 +58,7 @@ def read_unwritten_shared(out):
         out[i] = scratch[i % 32]
 
 
-# A result a check drew before, for a kernel that replays it (tests/exercises/test_memory_access.py sets it).
+# A result a check drew before, for a kernel that replays it (tests/exercises/test_performance.py sets it).
 REMEMBERED = np.zeros((1, 1), dtype=np.float32)
 
 

@@ -1,15 +1,76 @@
 """Chapter 16 (Performance engineering on one GPU): the solutions and wrong answers of the exercises in
-gpukit/exercises/performance.py (the kernel exercises' are in memory_access.py), for
-tests/exercises/test_every_exercise.py.
+gpukit/exercises/performance.py, for tests/exercises/test_every_exercise.py.
 
 ex-perf-predict-softmax is a prediction, ``predicted_ms(peak_flops, bandwidth)``: its wrong answers are the classic
 miscounts. ex-perf-no-recompile returns a compiled function: its wrong answers recompile for new sizes (the default
 compiles twice, ``dynamic=False`` once per size), compile nothing, or compute something else; the wasteful ones are
-right and recompile."""
+right and recompile.
 
+The kernel exercises (ex-perf-transpose-tiled, ex-perf-transpose-padded, ex-perf-block-sum): wrong: no bounds guard,
+swapped indices, a missing cuda.syncthreads(), a sum stored one block early. Wasteful (right values, graded down on
+the simulator's counts): the naive transpose (strided stores), reading the input twice, the unpadded tile (32-way
+bank conflicts), thread 0 summing its block alone (serial requests), an atomic per element, every thread storing the
+block's sum. The kernels live in tests/support/numba_kernels_for_performance.py and are imported after the simulator
+is switched on (where there is no CUDA GPU); where numba is not installed, the exercises' tests skip.
+"""
+
+from functools import cache
+
+import numpy as np
+import pytest
 import torch
 
 from gpukit.core.device import pick_device
+from gpukit.topics.simulators import use_cuda_simulator
+
+
+@cache
+def kernels():
+    use_cuda_simulator()  # before numba is first imported, or it takes no effect
+    pytest.importorskip("numba")
+    from tests.support import numba_kernels_for_performance
+
+    return numba_kernels_for_performance
+
+
+_KERNEL_SOLUTIONS = {
+    "ex-perf-transpose-tiled": lambda: (kernels().transpose_tiled, {}),
+    "ex-perf-transpose-padded": lambda: (kernels().transpose_padded, {}),
+    "ex-perf-block-sum": lambda: (kernels().block_sums, {}),
+}
+
+_KERNEL_WRONG_ANSWERS = {
+    "ex-perf-transpose-tiled": lambda: [
+        (kernels().transpose_naive, "stores of out touch"),  # right values, strided stores: wasteful
+        (kernels().transpose_padded_without_guard, "bounds"),
+        (kernels().transpose_padded_swapped, "values differ"),
+        (kernels().transpose_padded_reading_twice, "reads each element of inp 2 times"),
+        (kernels().transpose_padded_without_barrier, "cuda.syncthreads()"),
+        (kernels().placeholder, "wrote nothing into out"),
+        (lambda inp, out: out.__setitem__(..., inp.T), "expected a Numba CUDA kernel"),
+        (np.zeros((3, 2), np.float32), "expected a Numba CUDA kernel"),
+    ],
+    "ex-perf-transpose-padded": lambda: [
+        (kernels().transpose_tiled, "bank conflicts"),  # right values and coalesced, but the unpadded tile
+        (kernels().transpose_naive, "stores of out touch"),
+        (kernels().transpose_padded_without_guard, "bounds"),
+        (kernels().transpose_padded_swapped, "values differ"),
+        (kernels().transpose_padded_reading_twice, "reads each element of inp 2 times"),
+        (kernels().transpose_padded_without_barrier, "cuda.syncthreads()"),
+    ],
+    "ex-perf-block-sum": lambda: [
+        (kernels().block_sums_by_thread_zero, "warp requests"),  # right sums, one thread's serial loads
+        (kernels().block_sums_by_atomics, "atomic additions"),
+        (kernels().block_sums_stored_by_every_thread, "writes to out"),
+        (kernels().block_sums_without_barrier, "cuda.syncthreads()"),
+        (kernels().block_sums_without_guard, "bounds"),
+        (kernels().block_sums_float_index, "raised IndexError"),  # not taken for a missing guard
+        (kernels().block_sums_off_by_one_block, "values differ"),
+        (kernels().placeholder, "wrote nothing into out"),
+        (lambda x, out: None, "expected a Numba CUDA kernel"),
+    ],
+}
+
 
 SOFTMAX = {"rows": 512, "cols": 1024}
 
@@ -59,12 +120,12 @@ def raising(fn, backend):
     raise RuntimeError("not written yet")
 
 
-SOLUTIONS = {
+_OTHER_SOLUTIONS = {
     "ex-perf-predict-softmax": lambda: (predicted_ms, {"device": pick_device(), **SOFTMAX}),
     "ex-perf-no-recompile": lambda: (compile_for_any_batch, {"device": pick_device()}),
 }
 
-WRONG_ANSWERS = {
+_OTHER_WRONG_ANSWERS = {
     "ex-perf-predict-softmax": lambda: [
         (softmax_prediction(bytes_per_value=4), "values read only"),
         (softmax_prediction(bytes_per_value=16), "unfused softmax"),
@@ -81,3 +142,7 @@ WRONG_ANSWERS = {
         ("compile_for_any_batch", "expected your function itself"),
     ],
 }
+
+
+SOLUTIONS = {**_KERNEL_SOLUTIONS, **_OTHER_SOLUTIONS}
+WRONG_ANSWERS = {**_KERNEL_WRONG_ANSWERS, **_OTHER_WRONG_ANSWERS}

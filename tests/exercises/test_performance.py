@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gpukit.exercises import check
-from gpukit.exercises import memory_access as checks
-from tests.exercises.cases.memory_access import kernels
+from gpukit.exercises import performance as checks
+from tests.exercises.cases.performance import kernels
 from tests.support.device_probe import skip_where_the_gpu_cannot_work
 
 launches_on_the_gpu = checks.launches_on_the_gpu  # the check's own, before on_the_simulator replaces it
