@@ -86,7 +86,8 @@ SUBMISSIONS = {
 # The templates that request a GPU, and so run the GPU preflight first. The others run CPU work (the sweep's
 # NumPy, Dask's and ipyparallel's workers), where `python -m gpukit doctor --gpu` would fail for want of a GPU.
 GPU_TEMPLATES = {"one-gpu.sbatch", "bench.sbatch", "build-book.sbatch", "multi-gpu-torchrun.sbatch",
-                 "fsdp2-torchrun.sbatch", "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch", "gpu-check.sbatch"}
+                 "fsdp2-torchrun.sbatch", "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch",
+                 "gpu-check.sbatch"}
 # GPU templates whose work is the preflight and more (gpu-check runs it as its first step and keeps its lines in
 # its report), so they do not run the site file's preflight before it. Without a GPU they must fail, and fast.
 PREFLIGHT_IN_THE_WORK = {"gpu-check.sbatch"}
