@@ -130,6 +130,7 @@ def test_fits_tries_fewer_parameters_than_predicted_then_more(tmp_path):
     ([{"share": 0.9}, {"share": 1.1, "error": "x"}], "Both ran as predicted"),
     ([{"share": 0.9}, {"share": 1.1}], "and so did 1.1 times it"),
     ([{"share": 0.9, "error": "x"}, {"share": 1.1, "error": "x"}], "Even 0.9 times"),
+    ([], "did not run here"),
 ])
 def test_the_sentence_on_the_largest_model_follows_every_outcome(tries, words):
     glued = Glued()
