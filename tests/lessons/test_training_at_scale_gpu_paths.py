@@ -188,3 +188,58 @@ def test_the_cublas_cell_prints_the_childs_last_error_line(tmp_path):
     assert printed.startswith("RuntimeError: Deterministic behavior") and "CUBLAS_WORKSPACE_CONFIG" in printed
     (tmp_path / "repro.py").write_text("print('fine')\n")
     assert run_cell(cell("unset = {k: v"), namespace).startswith("no error (exit status 0)")
+
+
+# ------------------------------------------------------------------------------------------ made on the device
+def script_module(tmp_path: Path, marker: str, name: str):
+    """One of the lesson's scripts (its %%writefile cell), loaded as a module: its __main__ part does not run."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(cell(marker).split("\n", 1)[1], encoding="utf-8")
+    (tmp_path / "collectives.py").write_text(cell('%%writefile "{scripts}/collectives.py"').split("\n", 1)[1],
+                                             encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return module
+
+
+def test_fits_makes_its_layers_on_the_device(tmp_path, monkeypatch):
+    """On a GPU, 5 billion parameters made on the host first would take minutes and 20 GB of host memory: the
+    layers must be made where they train. The meta device shows where each weight was made."""
+    fits = script_module(tmp_path, '%%writefile "{scripts}/fits.py"', "fits_module")
+    made_on = []
+    original = torch.nn.Linear.reset_parameters
+
+    def recording(self):
+        made_on.append(self.weight.device.type)
+        return original(self)
+
+    monkeypatch.setattr(torch.nn.Linear, "reset_parameters", recording)
+    with pytest.raises(Exception):  # noqa: B017 - a step on the meta device fails somewhere; where does not matter
+        fits.one_step(2, 8, torch.device("meta"))
+    assert made_on == ["meta", "meta"]
+
+
+def test_fsdp_shards_on_the_ranks_device_where_the_machine_has_a_gpu(tmp_path, monkeypatch):
+    """On a machine with one GPU the lesson runs its FSDP2 job in CPU processes over gloo; fully_shard without a
+    mesh takes the machine's accelerator (torch._C._get_accelerator) and moves the model there. The script's
+    sharded_model must keep it on the ranks' own device: here the accelerator says CUDA, on a CPU-only torch."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    from gpukit.exercises.training_at_scale import _process_group
+
+    script = script_module(tmp_path, '%%writefile "{scripts}/fsdp_vs_ddp.py"', "fsdp_module")
+    monkeypatch.setattr(torch._C, "_get_accelerator", lambda: torch.device("cuda"))
+    with _process_group("cpu"):
+        assert dist.get_world_size() == 1
+        model = script.sharded_model(torch.device("cpu"))
+        params = list(model.parameters())
+        assert all(isinstance(p, DTensor) and p.device.type == "cpu" for p in params)
+        assert model(torch.randn(4, script.WIDTH)).device.type == "cpu"
