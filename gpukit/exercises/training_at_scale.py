@@ -10,10 +10,13 @@
   run's; and a forward hook on each block records the order in which blocks run again during the backward pass,
   which must be the reverse of the forward order, one block at a time (one checkpoint around the whole stack
   saves as little but brings every block's activations back at once: wasteful).
-- ``ex-scale-fully-shard`` (device code): ``shard_model(model)``, run on a model of the check's own (blocks in
-  ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process
-  gloo group that the check makes (rendezvous through a file, gloo on the loopback interface) and ends. Every
-  parameter must be a DTensor sharded on dim 0; every block and the root must be FSDP units; gathering one unit
+- ``ex-scale-fully-shard`` (device code): ``shard_model(model, mesh)``, run on a model of the check's own (blocks
+  in ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process
+  group that the check makes (gloo, or NCCL for a CUDA device; rendezvous through a file, gloo on the loopback
+  interface) and ends, with a device mesh of the lesson's device type over it. Every parameter must be a DTensor
+  sharded on dim 0 over that mesh (without ``mesh=``, fully_shard makes a mesh of the machine's accelerator,
+  which is not the lesson's device where a GPU machine runs the lesson on its CPU); every block and the root
+  must be FSDP units; gathering one unit
   (``unshard``) must bring back exactly that unit's parameters (a block's own, or for the root only the head's),
   so that no unit gathers the whole model; after a forward pass the blocks' parameters must be sharded again
   (``reshard_after_forward=False`` keeps them whole: wasteful); and the output must equal the unsharded model's.
@@ -247,18 +250,20 @@ def _process_group(device):
 def _sharded_per_block(answer, device) -> str | None:
     import torch
     import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor, Shard
 
-    wrong = _a_function(answer, "shard_model", "model")
+    wrong = _a_function(answer, "shard_model", "model, mesh")
     if wrong:
         return wrong
     model, x = _shardable_model(device)
     with torch.no_grad():
         expected = model(x)
     with _process_group(device):
+        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
         try:
-            returned = answer(model)
+            returned = answer(model, mesh)
         except Exception as error:  # the reader's code: report whatever it raised
             return _raised("on the check's model your function", error) + "."
         if returned is None:
@@ -271,6 +276,12 @@ def _sharded_per_block(answer, device) -> str | None:
                     "must be in a unit of fully_shard; call fully_shard on the root too.")
         if any(p.placements != (Shard(0),) for p in model.parameters()):
             return "every parameter should be sharded on its first dimension (Shard(0)), as fully_shard does."
+        # Compared by device type: FSDP2 and DTensor may hand back an equal mesh made earlier, not the same object.
+        others = sorted({p.device_mesh.device_type for p in model.parameters()} - {mesh.device_type})
+        if others:
+            return (f"some parameters are sharded over a mesh of {', '.join(others)} devices, not the mesh you were "
+                    "given: pass mesh=mesh to every fully_shard call (without it, fully_shard takes the machine's "
+                    "accelerator, which need not be the device the lesson runs on).")
         if not isinstance(model, FSDPModule):
             return "the root is not an FSDP unit: call fully_shard(model) after the blocks."
         units = [m for m in model.blocks if isinstance(m, FSDPModule)]

@@ -6,7 +6,8 @@ answers run on the chosen device: no checkpoint (wasteful), every other block (w
 whole stack (saves as little but recomputes everything at once: wasteful), the reentrant checkpoint (the parameters
 get no gradient), the blocks run out of order. The sharding answers run in a one-process gloo group that the check
 makes: the root alone, the blocks alone, the root before the blocks, blocks that keep their parameters gathered
-after the forward pass (wasteful), nothing returned."""
+after the forward pass (wasteful), nothing returned. (A mesh left out is caught only where the machine's
+accelerator is another device than the lesson's, which a CPU-only torch cannot show.)"""
 
 from torch.distributed.fsdp import fully_shard
 from torch.utils.checkpoint import checkpoint
@@ -65,35 +66,35 @@ def _no_output(blocks, x):
 
 
 # ------------------------------------------------------------------------------------------- ex-scale-fully-shard
-def shard_model(model):
+def shard_model(model, mesh):
     for block in model.blocks:
-        fully_shard(block)
-    fully_shard(model)
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
 
 
-def _root_only(model):
-    fully_shard(model)
+def _root_only(model, mesh):
+    fully_shard(model, mesh=mesh)
     return model
 
 
-def _blocks_only(model):
+def _blocks_only(model, mesh):
     for block in model.blocks:
-        fully_shard(block)
+        fully_shard(block, mesh=mesh)
     return model
 
 
-def _kept_gathered(model):
+def _kept_gathered(model, mesh):
     for block in model.blocks:
-        fully_shard(block, reshard_after_forward=False)
-    fully_shard(model)
+        fully_shard(block, mesh=mesh, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh)
     return model
 
 
-def _not_returned(model):
+def _not_returned(model, mesh):
     for block in model.blocks:
-        fully_shard(block)
-    fully_shard(model)
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
 
 
 SOLUTIONS = {
@@ -112,7 +113,7 @@ WRONG_ANSWERS = {
                                     (_no_output, "NoneType"), (None, "placeholder")],
     "ex-scale-fully-shard": lambda: [(_root_only, "not FSDP units"), (_blocks_only, "DTensors"),
                                      (_kept_gathered, "wastes"), (_not_returned, "returned None"),
-                                     (lambda model: model, "DTensors")],
+                                     (lambda model, mesh: model, "DTensors")],
     "ex-scale-ring-bytes": lambda: [(2 * 15 / 16 * 2.6e9, "all-reduce"), (3 * 2.6e9, "(N - 1) / N"),
                                     (15 / 16 * 2.6e9, "three"), (3 * 15 / 16 * 5.2e9, "bfloat16"),
                                     (1e9, "too small")],
