@@ -23,6 +23,7 @@ from . import (  # noqa: F401 - each module registers its chapter's exercises
     profiling,
     pytorch,
     slurm,
+    training_at_scale,
 )
 from .checking import EXERCISES, CheckResult, Exercise, check, compare, register
 

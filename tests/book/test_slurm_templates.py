@@ -62,6 +62,8 @@ SUBMISSIONS = {
     "one-gpu.sbatch": ([], [r"Slurm granted GPUs: \d", r"gpu-check done on cpu"]),
     "multi-gpu-torchrun.sbatch": ([], [r"ddp done: world size 4, backend gloo",
                                        r"(weights equal rank 0's: True.*){4}"]),
+    "fsdp2-torchrun.sbatch": ([], [r"fsdp2 done: world size 4, backend gloo",
+                                   r"(parameter bytes held 2,102,272 of 8,409,088.*){4}"]),
     "multi-node-torchrun.sbatch": (["--nodes=1"], [r"rendezvous at 127\.0\.0\.1:\d+ for 1 node\(s\) x 4 GPU",
                                                    r"ddp done: world size 4, backend gloo"]),
     "sweep-array.sbatch": ([], [r"sweep task \d+: learning rate"]),
@@ -84,7 +86,8 @@ SUBMISSIONS = {
 # The templates that request a GPU, and so run the GPU preflight first. The others run CPU work (the sweep's
 # NumPy, Dask's and ipyparallel's workers), where `python -m gpukit doctor --gpu` would fail for want of a GPU.
 GPU_TEMPLATES = {"one-gpu.sbatch", "bench.sbatch", "build-book.sbatch", "multi-gpu-torchrun.sbatch",
-                 "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch", "gpu-check.sbatch"}
+                 "fsdp2-torchrun.sbatch", "multi-node-torchrun.sbatch", "ray.sbatch", "nsys-profile.sbatch",
+                 "gpu-check.sbatch"}
 # GPU templates whose work is the preflight and more (gpu-check runs it as its first step and keeps its lines in
 # its report), so they do not run the site file's preflight before it. Without a GPU they must fail, and fast.
 PREFLIGHT_IN_THE_WORK = {"gpu-check.sbatch"}

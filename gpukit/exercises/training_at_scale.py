@@ -1,0 +1,353 @@
+"""Chapter 17, Training at scale: what its exercises expect, and how a wrong or wasteful answer is told apart.
+
+- ``ex-scale-bytes-per-param`` (a number): the bytes a training step keeps per parameter with bfloat16 weights
+  for compute, ``float32`` master weights, ``float32`` gradients and Adam's two ``float32`` states: 18. The
+  sums that leave out one part, or count the gradients in bfloat16, are named.
+- ``ex-scale-checkpoint`` (device code): ``checkpointed_forward(blocks, x)``, run on blocks and data of the
+  check's own on the lesson's ``device``. The check counts the bytes autograd saves for the backward pass with
+  ``torch.autograd.graph.saved_tensors_hooks`` (parameters left out, each storage once, as the lesson counts
+  them), which must fall to at most a third of the plain run's; the loss and every gradient must match the plain
+  run's; and a forward hook on each block records the order in which blocks run again during the backward pass,
+  which must be the reverse of the forward order, one block at a time (one checkpoint around the whole stack
+  saves as little but brings every block's activations back at once: wasteful).
+- ``ex-scale-fully-shard`` (device code): ``shard_model(model, mesh)``, run on a model of the check's own (blocks
+  in ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process
+  group that the check makes (gloo, or NCCL for a CUDA device; rendezvous through a file, gloo on the loopback
+  interface) and ends, with a device mesh of the lesson's device type over it. Every parameter must be a DTensor
+  sharded on dim 0 over that mesh (without ``mesh=``, fully_shard makes a mesh of the machine's accelerator,
+  which is not the lesson's device where a GPU machine runs the lesson on its CPU); every block and the root
+  must be FSDP units; gathering one unit
+  (``unshard``) must bring back exactly that unit's parameters (a block's own, or for the root only the head's),
+  so that no unit gathers the whole model; after a forward pass the blocks' parameters must be sharded again
+  (``reshard_after_forward=False`` keeps them whole: wasteful); and the output must equal the unsharded model's.
+- ``ex-scale-ring-bytes`` (a number): the bytes each of 16 ranks sends in one FSDP2 step of a 1.3e9-parameter
+  model in bfloat16: two all-gathers and one reduce-scatter, 3 x 15/16 x 2.6e9. DDP's all-reduce, the whole
+  tensor, and forgetting a collective are named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+from .checking import Exercise, register
+from .checking import keep_output as _kept
+from .checking import kept_output as _output_of
+from .checking import not_a_function as _a_function
+from .checking import raised as _raised
+
+
+def _named_mistake(mistakes: dict[float, str], rtol: float = 1e-6):
+    """A method that names a known wrong number: ``mistakes`` maps the number to what it means."""
+
+    def method(answer, **context) -> str | None:
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            for value, why in mistakes.items():
+                if abs(answer - value) <= rtol * abs(value):
+                    return why
+        return None
+
+    return method
+
+
+# --------------------------------------------------------------------------------------- ex-scale-bytes-per-param
+BF16, FP32 = 2, 4
+BYTES_PER_PARAM = BF16 + FP32 + FP32 + 2 * FP32  # compute weights, fp32 grads, master weights, Adam's two states
+
+_BYTES_MISTAKES = {
+    16.0: ("16 is the recipe of the table with bfloat16 gradients; here the gradients are kept in float32 "
+           "(4 bytes, not 2)."),
+    14.0: "14 leaves out the bfloat16 weights used for compute (2 bytes): the model holds them beside the master.",
+    10.0: "10 counts only one of Adam's two states (first and second moments, 4 bytes each).",
+    12.0: "12 leaves out the float32 master weights (4 bytes) that the optimizer updates.",
+}
+
+
+# --------------------------------------------------------------------------------------------- ex-scale-checkpoint
+_WIDTH, _TOKENS, _DEPTH = 32, 64, 4
+_MOST_SHARE = 1 / 3
+
+
+def _blocks_and_data(device):
+    """Blocks like the lesson's (x + W2 gelu(W1 x)) and data of the check's own, the same on every run, drawn from
+    a generator of the check's (never from the reader's random stream)."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.Linear(_WIDTH, 4 * _WIDTH)
+            self.down = nn.Linear(4 * _WIDTH, _WIDTH)
+
+        def forward(self, x):
+            return x + self.down(nn.functional.gelu(self.up(x)))
+
+    generator = torch.Generator().manual_seed(17)
+    blocks = nn.ModuleList(Block() for _ in range(_DEPTH))
+    with torch.no_grad():
+        for parameter in blocks.parameters():
+            parameter.copy_(0.2 * torch.randn(parameter.shape, generator=generator))
+    x = torch.randn(_TOKENS, _WIDTH, generator=generator)
+    target = torch.device(device)
+    return blocks.to(target), x.to(target)
+
+
+def _step(forward, blocks, x, *, watch_backward: bool = False):
+    """Run ``forward(blocks, x)``, its loss and backward pass. Returns (output, loss, saved bytes, gradients, the
+    block numbers that ran during the backward pass)."""
+    import torch
+
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    saved: dict[int, int] = {}
+    again: list[int] = []
+    in_backward = [False]
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    def ran(number):
+        # A pre-hook: checkpoint's recomputation stops a block's forward pass early, once it has what the backward
+        # pass needs (torch.utils.checkpoint's early stop), so a hook after the forward pass may never run.
+        def hook(module, inputs):
+            if in_backward[0]:
+                again.append(number)
+        return hook
+
+    handles = [block.register_forward_pre_hook(ran(i)) for i, block in enumerate(blocks)] if watch_backward else []
+    blocks.zero_grad(set_to_none=True)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            out = forward(blocks, x)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return out, None, None, None, None
+        loss = out.square().mean()
+        in_backward[0] = True
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in blocks.parameters()]
+    return out.detach(), loss.detach(), sum(saved.values()), grads, again
+
+
+def _plain(blocks, x):
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+def _checkpoints_each_block(answer, device) -> str | None:
+    import torch
+
+    wrong = _a_function(answer, "checkpointed_forward", "blocks, x")
+    if wrong:
+        return wrong
+    blocks, x = _blocks_and_data(device)
+    _, plain_loss, plain_bytes, plain_grads, _ = _step(_plain, blocks, x)
+    try:
+        out, loss, saved, grads, again = _step(answer, blocks, x, watch_backward=True)
+    except Exception as error:  # the reader's code: report whatever it raised
+        return _raised(f"on {_DEPTH} blocks on {x.device.type} your function", error) + "."
+    if not isinstance(out, torch.Tensor):
+        return (f"your function returned {type(out).__name__}, not the output tensor of the last block: return x "
+                "after the loop.")
+    if saved is None:
+        return ("the output does not require grad, so nothing can be trained: with use_reentrant=True a checkpointed "
+                "block whose input does not require grad is cut off from autograd (and torch.no_grad cuts "
+                "everything). Use checkpoint(block, x, use_reentrant=False).")
+    if any(g is None for g in grads):
+        return ("after the backward pass some parameters have no gradient: with use_reentrant=True (or under "
+                "torch.no_grad) the checkpointed blocks are cut off from autograd. Use "
+                "checkpoint(block, x, use_reentrant=False).")
+    if not torch.allclose(loss, plain_loss, rtol=1e-5, atol=1e-7) or not all(
+            torch.allclose(g, p, rtol=1e-4, atol=1e-6) for g, p in zip(grads, plain_grads, strict=True)):
+        return ("the loss or the gradients differ from those of the blocks run in turn without checkpointing: run "
+                "every block once, in order, on the previous block's output.")
+    if saved > _MOST_SHARE * plain_bytes:
+        return (f"autograd saved {saved / plain_bytes:.0%} of the plain run's bytes for the backward pass, more than "
+                f"a third: too wasteful. Checkpoint every block, so that each keeps only its input.")
+    if not again:
+        return ("no block ran again during the backward pass: nothing was recomputed, so the activations must have "
+                "been kept some other way. Use torch.utils.checkpoint.checkpoint.")
+    if again != list(reversed(range(_DEPTH))):
+        return (f"during the backward pass the blocks ran again in the order {again}: several blocks are recomputed "
+                "together (one checkpoint around more than one block), so their activations all come back at "
+                "once and the peak is not lowered. Checkpoint each block on its own.")
+    _kept(answer, out)
+    return None
+
+
+def _plain_output(device):
+    """The output of the check's blocks run in turn, without checkpointing."""
+    import torch
+
+    blocks, x = _blocks_and_data(device)
+    with torch.no_grad():
+        return _plain(blocks, x)
+
+
+# -------------------------------------------------------------------------------------------- ex-scale-fully-shard
+_SHARD_WIDTH, _SHARD_DEPTH = 16, 3
+
+
+def _shardable_model(device):
+    import torch
+    from torch import nn
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(_SHARD_WIDTH, 2 * _SHARD_WIDTH), nn.GELU(),
+                                                      nn.Linear(2 * _SHARD_WIDTH, _SHARD_WIDTH))
+                                        for _ in range(_SHARD_DEPTH))
+            self.head = nn.Linear(_SHARD_WIDTH, 4)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = x + block(x)
+            return self.head(x)
+
+    generator = torch.Generator().manual_seed(1717)
+    model = Stack()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
+    x = torch.randn(8, _SHARD_WIDTH, generator=generator)
+    return model.to(torch.device(device)), x.to(torch.device(device))
+
+
+@contextlib.contextmanager
+def _process_group(device):
+    """The process group that exists, else a one-process gloo group (NCCL on CUDA) made here and ended after."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        yield
+        return
+    # A one-process group: the rendezvous is a file, and gloo is told to use the loopback interface for the
+    # while (gloo reads GLOO_SOCKET_IFNAME when the group is made); the variable is put back afterwards.
+    backend = "nccl" if str(device).startswith("cuda") and dist.is_nccl_available() else "gloo"
+    before = os.environ.get("GLOO_SOCKET_IFNAME")
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo" if os.uname().sysname == "Linux" else "lo0"
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            dist.init_process_group(backend, init_method=f"file://{folder}/store", rank=0, world_size=1)
+            yield
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            if before is None:
+                os.environ.pop("GLOO_SOCKET_IFNAME", None)
+            else:
+                os.environ["GLOO_SOCKET_IFNAME"] = before
+
+
+def _sharded_per_block(answer, device) -> str | None:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.tensor import DTensor, Shard
+
+    wrong = _a_function(answer, "shard_model", "model, mesh")
+    if wrong:
+        return wrong
+    model, x = _shardable_model(device)
+    with torch.no_grad():
+        expected = model(x)
+    with _process_group(device):
+        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+        try:
+            returned = answer(model, mesh)
+        except Exception as error:  # the reader's code: report whatever it raised
+            return _raised("on the check's model your function", error) + "."
+        if returned is None:
+            return "your function returned None: return the model, sharded."
+        if returned is not model:
+            return "return the model you were given, sharded in place (fully_shard changes the module itself)."
+        plain = [name for name, p in model.named_parameters() if not isinstance(p, DTensor)]
+        if plain:
+            return (f"{len(plain)} parameters are plain tensors, not DTensors (e.g. {plain[0]}): every parameter "
+                    "must be in a unit of fully_shard; call fully_shard on the root too.")
+        if any(p.placements != (Shard(0),) for p in model.parameters()):
+            return "every parameter should be sharded on its first dimension (Shard(0)), as fully_shard does."
+        # Compared by device type: FSDP2 and DTensor may hand back an equal mesh made earlier, not the same object.
+        others = sorted({p.device_mesh.device_type for p in model.parameters()} - {mesh.device_type})
+        if others:
+            return (f"some parameters are sharded over a mesh of {', '.join(others)} devices, not the mesh you were "
+                    "given: pass mesh=mesh to every fully_shard call (without it, fully_shard takes the machine's "
+                    "accelerator, which need not be the device the lesson runs on).")
+        if not isinstance(model, FSDPModule):
+            return "the root is not an FSDP unit: call fully_shard(model) after the blocks."
+        units = [m for m in model.blocks if isinstance(m, FSDPModule)]
+        if len(units) != len(model.blocks):
+            return (f"{len(model.blocks) - len(units)} of the {len(model.blocks)} blocks are not FSDP units of their "
+                    "own: the root's unit then gathers their parameters all at once (the whole model in memory, as "
+                    "with DDP). Call fully_shard(block) for each block in model.blocks, before the root.")
+        # Gathering a unit swaps its parameters for whole tensors (new objects), so they are told apart by name.
+        units = [(block, f"blocks.{i}.") for i, block in enumerate(model.blocks)] + [(model, "head.")]
+        for unit, own in units:
+            unit.unshard()
+            gathered = {name for name, p in model.named_parameters() if not isinstance(p, DTensor)}
+            unit.reshard()
+            if not gathered or any(not name.startswith(own) for name in gathered):
+                extra = sorted(name for name in gathered if not name.startswith(own))
+                return (f"gathering one unit brought back {len(gathered)} parameters ({', '.join(extra[:3])} among "
+                        "them) where it should bring back its own only: shard each block first, then the root.")
+        try:
+            with torch.no_grad():
+                output = model(x)
+        except Exception as error:  # the reader's code: report whatever it raised
+            return _raised("a forward pass of your sharded model", error) + "."
+        still_whole = [f"blocks.{name}" for name, p in model.blocks.named_parameters() if not isinstance(p, DTensor)]
+        if still_whole:
+            return ("after the forward pass the blocks' parameters are still whole (e.g. "
+                    f"{still_whole[0]}): reshard_after_forward=False keeps every block gathered until the backward "
+                    "pass, which wastes the memory sharding saves. Leave it at its default.")
+        output = output.full_tensor() if isinstance(output, DTensor) else output
+        if not torch.allclose(output.detach(), expected, rtol=1e-5, atol=1e-6):
+            return "the sharded model's output differs from the model's before sharding."
+        # The bytes this rank holds, times the ranks: the model's bytes whatever the group's size (the check's
+        # model splits evenly over 1, 2 or 4 ranks).
+        world = dist.get_world_size()
+        model.reshard()  # the root keeps its own parameters gathered after the forward pass, by default
+        _kept(answer, world * sum(p.to_local().nbytes for p in model.parameters()))
+    return None
+
+
+def _bytes_per_rank(device) -> int:
+    """The bytes of the check's model's parameters, over all ranks."""
+    model, _ = _shardable_model(device)
+    return sum(p.nbytes for p in model.parameters())
+
+
+# -------------------------------------------------------------------------------------------- ex-scale-ring-bytes
+_PARAMETERS, _RANKS = 1.3e9, 16
+_WHOLE = BF16 * _PARAMETERS
+SENT_PER_RANK = 3 * (_RANKS - 1) / _RANKS * _WHOLE
+
+_RING_MISTAKES = {
+    2 * (_RANKS - 1) / _RANKS * _WHOLE: ("that is one all-reduce (DDP's step); FSDP2 all-gathers the parameters "
+                                         "twice (forward and backward) and reduce-scatters the gradients."),
+    3 * _WHOLE: ("that sends the whole tensor three times; in a ring each rank sends (N - 1) / N of it per "
+                 "collective, its own chunk never leaves it."),
+    (_RANKS - 1) / _RANKS * _WHOLE: "that is one collective; a step makes three.",
+    3 * (_RANKS - 1) / _RANKS * FP32 * _PARAMETERS: "the parameters and gradients are in bfloat16: 2 bytes each.",
+}
+
+
+register(
+    Exercise("ex-scale-bytes-per-param", lambda: float(BYTES_PER_PARAM), method=_named_mistake(_BYTES_MISTAKES),
+             rtol=1e-9, writes="a number"),
+    Exercise("ex-scale-checkpoint", _plain_output, needs=("device",), method=_checkpoints_each_block,
+             result=_output_of, rtol=1e-5, atol=1e-6, writes="device code"),
+    Exercise("ex-scale-fully-shard", _bytes_per_rank, needs=("device",), method=_sharded_per_block,
+             result=_output_of, writes="device code"),
+    Exercise("ex-scale-ring-bytes", lambda: SENT_PER_RANK, method=_named_mistake(_RING_MISTAKES), rtol=1e-3,
+             writes="a number"),
+)
