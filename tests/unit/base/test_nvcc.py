@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 import pytest
 
@@ -19,6 +20,10 @@ ADD = 'extern "C" __global__ void add(const float* a, const float* b, float* c, 
       "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) c[i] = a[i] + b[i];\n}\n"
 
 
+# A kernel's definition, not the word alone (lesson 16 looks for "Invalid __global__ write" in a tool's report).
+KERNEL = re.compile(r"__global__\s+void\s+\w+\s*\(")
+
+
 def cuda_sources_in_notebooks() -> list[tuple[str, str]]:
     """(where, source) for every string literal holding a ``__global__`` kernel in a notebook's code."""
     found = []
@@ -30,7 +35,7 @@ def cuda_sources_in_notebooks() -> list[tuple[str, str]]:
             code = "".join(cell["source"])
             lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
             for node in ast.walk(ast.parse("\n".join(lines))):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and KERNEL.search(node.value):
                     found.append((f"{path.name} cell {index}", node.value))
     return found
 

@@ -1,4 +1,5 @@
 import importlib.metadata
+import re
 import subprocess
 import sys
 
@@ -146,7 +147,8 @@ def test_versions_that_differ_from_the_lock_are_warnings_naming_the_lessons(monk
     assert {"numpy", "jax", "jaxlib", "torch", "numba", "triton", "pandas"} <= set(warned)
     numpy = warned["numpy"].detail
     assert numpy.startswith("2.5.2 installed, the book's lock pins 2.4.6: can break lesson(s) ")
-    assert "09 through numba (numba-cuda needs the pinned NumPy" in numpy  # 09 fails inside numba-cuda, not numpy
+    # 09 (and 16) fail inside numba-cuda, not numpy
+    assert re.search(r"(; |\) )(\d\d, )*09(, \d\d)* through numba \(numba-cuda needs the pinned NumPy", numpy), numpy
     assert "08" in warned["jax"].detail and "jaxlib" in warned and "through jax" in warned["jaxlib"].detail
     assert warned["torch"].detail.startswith("2.11.0+cu130 installed, the book's lock pins 2.13.0")
     assert warned["numpy"].fix.endswith("-m pip install numpy==2.4.6")
