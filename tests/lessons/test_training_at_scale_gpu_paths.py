@@ -105,24 +105,45 @@ def fits_script(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU check caps RLIMIT_DATA, Linux only")
-def test_fits_reports_an_out_of_memory_error_for_each_size_that_fails(tmp_path):
-    # A budget of 64 KiB: the smallest model it tries, one layer of 256 x 256 (1 MiB with Adam), needs more.
-    run = subprocess.run([sys.executable, fits_script(tmp_path), "cpu", "256", str(64 * 1024)],
+# One child Python runs fits.py twice, as __main__ each time (each run sets RLIMIT_DATA from the data segment it
+# finds, so the second run's limit is its own): one import of torch for both tests. The 64 KiB run goes first, while
+# the segment holds no freed memory that the allocator could hand out again under the cap.
+FITS_TWICE = """
+import runpy, sys
+fits, budgets = sys.argv[1], sys.argv[2:]
+for budget in budgets:
+    sys.argv = [fits, "cpu", "256", budget]
+    runpy.run_path(fits, run_name="__main__")
+    print("END", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def fits_runs(tmp_path_factory):
+    """What fits.py printed, one list of records per budget: 64 KiB, then 4 MiB."""
+    script = fits_script(tmp_path_factory.mktemp("fits"))
+    run = subprocess.run([sys.executable, "-c", FITS_TWICE, script, str(64 * 1024), str(4 * 2**20)],
                          capture_output=True, text=True, timeout=120, check=True)
-    budget, *tries = [json.loads(line) for line in run.stdout.splitlines()]
+    runs = [[json.loads(line) for line in part.strip().splitlines()] for part in run.stdout.split("END")[:-1]]
+    assert len(runs) == 2, run.stdout
+    return runs
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU check caps RLIMIT_DATA, Linux only")
+def test_fits_reports_an_out_of_memory_error_for_each_size_that_fails(fits_runs):
+    # A budget of 64 KiB: the smallest model it tries, one layer of 256 x 256 (1 MiB with Adam), needs more.
+    budget, *tries = fits_runs[0]
     assert budget["predicted"] == 64 * 1024 / 16
     assert [t["share"] for t in tries] == [0.9, 1.1]
     assert all(t["parameters"] == 256**2 and "Error" in t["error"] for t in tries), tries
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU check caps RLIMIT_DATA, Linux only")
-def test_fits_tries_fewer_parameters_than_predicted_then_more(tmp_path):
+def test_fits_tries_fewer_parameters_than_predicted_then_more(fits_runs):
     # 4 MiB: 262,144 parameters predicted, four layers of 256 x 256. Rounding both shares to the nearest layer
     # would try four layers twice; the script takes whole layers below 0.9 and above 1.1 times the prediction.
-    run = subprocess.run([sys.executable, fits_script(tmp_path), "cpu", "256", str(4 * 2**20)],
-                         capture_output=True, text=True, timeout=120, check=True)
-    budget, under, over = [json.loads(line) for line in run.stdout.splitlines()]
+    budget, under, over = fits_runs[1]
+    assert budget["predicted"] == 4 * 2**20 / 16
     assert under["parameters"] <= 0.9 * budget["predicted"] < 1.1 * budget["predicted"] <= over["parameters"]
 
 
