@@ -15,7 +15,7 @@ and installs nothing, so it works on a compute node without network. In order:
    time after the others where the time budget allows it, else in the lanes too (:func:`make_plan`);
 3. the benchmark (``python -m gpukit bench``), alone.
 
-Every step has a time limit and the whole run a budget (:data:`BUDGET_S`, 8 minutes by default): a step that hangs
+Every step has a time limit and the whole run a budget (:data:`BUDGET_S`, 9 minutes by default): a step that hangs
 is stopped at its limit, and a step that cannot start before the budget runs out is reported as not run. Steps
 start longest first (estimates: :data:`ESTIMATES_S`, measured on the first H100 run), which keeps the lanes even.
 
@@ -107,8 +107,11 @@ LIMITS_S = {"environment": 90.0, "preflight": 150.0, "tests": 300.0, "bench": 15
 # search takes a few seconds, so the estimate adds about 35 s to the 45.
 BENCH_SEARCH_S = 4.0
 TEST_LIMIT_S = 120
-# The whole run, from start to report: 8 minutes, so that a session lent a GPU for 15 minutes runs it in one call.
-BUDGET_S = 480.0
+# The whole run, from start to report: 9 minutes, so that a session lent a GPU for 15 minutes (the machine's start
+# included) runs it in one call. It was 8 minutes until lessons 16 and 17, which have no H100 timing yet: at
+# DEFAULT_LESSON_S each, the plan's estimate of the book on an H100 grew from 371 s to 409 s, over PLAN_MARGIN of
+# 480 s (384 s).
+BUDGET_S = 540.0
 # Speed lessons run alone only where the plan's estimate leaves this share of the budget spare: estimates are
 # from one H100, and another node may be slower.
 PLAN_MARGIN = 0.8

@@ -61,6 +61,12 @@ LESSON_TERMS = (
     "SLURM", "node", "partition", "GRES", "job array", "environment module",
     # Profiling
     "Nsight Systems", "nsys", "NVTX",
+    # Performance engineering on one GPU (16)
+    "arithmetic intensity", "coalesced access", "bank conflict", "wave quantization", "Nsight Compute",
+    "compute-sanitizer", "stall reason", "recompilation",
+    # Reduced precision (15) and training at scale (17)
+    "FP8", "scaled matrix product", "reduced-precision reduction", "split-K", "activation checkpointing", "FSDP",
+    "DTensor", "optimizer state", "master weights", "flight recorder", "InfiniBand", "ZeRO",
 )
 
 

@@ -89,6 +89,8 @@ WARNED_BY_WRONG_ANSWERS = {
     "ex-prec-autocast-step": "ignore:CUDA is not available or torch_xla is imported:UserWarning",
     # The classic wrong answer calls float() on the loss, which still requires grad.
     "ex-torch-no-item": "ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning",
+    # The reentrant wrong answer checkpoints blocks whose inputs do not require grad.
+    "ex-scale-checkpoint": "ignore:None of the inputs have requires_grad=True:UserWarning",
 }
 
 
