@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from gpukit.topics import memory_access
 from gpukit.topics.memory_access import NO_NUMBA, count_accesses
 from gpukit.topics.simulators import use_cuda_simulator
 from tests.support.booktoc import ROOT
@@ -124,17 +125,13 @@ def test_partial_warps_at_the_edges_touch_fewer_sectors(k):
     assert counts.ideal_sectors_per_request == {"inp": 2.5, "out": 2.5}
 
 
-def test_a_missing_barrier_is_a_race_on_every_run(k):
-    before = sys.getswitchinterval()
-    for interval in (0.0002, 0.005):  # however the Python threads happen to interleave
-        sys.setswitchinterval(interval)
-        try:
-            x = np.ones(200, dtype=np.float32)  # two blocks, the second partly past the end
-            racy = count_accesses(k.block_sums_without_barrier, 2, k.THREADS, x, np.zeros(2, np.float32))
-            out = np.zeros(2, np.float32)
-            right = count_accesses(k.block_sums, 2, k.THREADS, x, out)
-        finally:
-            sys.setswitchinterval(before)
+def test_a_missing_barrier_is_a_race_on_every_run(k, monkeypatch):
+    for interval in (0.0002, 0.005):  # however the Python threads happen to interleave (count_accesses sets it)
+        monkeypatch.setattr(memory_access, "SWITCH_INTERVAL", interval)
+        x = np.ones(200, dtype=np.float32)  # two blocks, the second partly past the end
+        racy = count_accesses(k.block_sums_without_barrier, 2, k.THREADS, x, np.zeros(2, np.float32))
+        out = np.zeros(2, np.float32)
+        right = count_accesses(k.block_sums, 2, k.THREADS, x, out)
         assert racy.race_count > 0 and "no cuda.syncthreads() between" in str(racy.races[0])
         assert "partial[" in str(racy.races[0])
         assert right.race_count == 0 and out.tolist() == [128, 72]
@@ -164,13 +161,14 @@ def test_the_simulator_is_left_as_it_was_also_after_an_error(k):
     from numba import cuda
     from numba.cuda.simulator import kernel
 
-    original = kernel.FakeCUDAModule
+    original, interval = kernel.FakeCUDAModule, sys.getswitchinterval()
+    assert interval != memory_access.SWITCH_INTERVAL  # Python's own, which a launch must leave as it found it
     count_accesses(k.copy, 1, 32, np.ones(32, np.float32), np.zeros(32, np.float32))
-    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda and sys.getswitchinterval() == interval
     with pytest.raises(IndexError, match="out of bounds"):
         count_accesses(k.transpose_padded_without_guard, (2, 2), (k.TILE, k.ROWS), np.ones((40, 40), np.float32),
                        np.zeros((40, 40), np.float32))
-    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda and sys.getswitchinterval() == interval
     # and the kernel still launches as a plain simulated kernel would
     x = np.arange(32, dtype=np.float32)
     out = np.zeros_like(x)
