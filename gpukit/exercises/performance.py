@@ -58,8 +58,10 @@ from .checking import not_a_function as _a_function
 
 # ---------------------------------------- the kernel exercises: memory access patterns
 TILE, ROWS, THREADS = 32, 8, 128  # the lesson's sizes (its visible cell defines the same)
-TRANSPOSE_SIZES = (TILE + 1, 2 * TILE - 1)  # rows and columns drawn from this range: two tiles each way, partial
-BLOCK_SUM_SIZES = (2 * THREADS + 1, 3 * THREADS - 1)  # three blocks, the last partly past the end
+# One side of a transpose's matrix in part of one tile, the other over two (which is which drawn): neither a
+# multiple of TILE, never square, two blocks (each costs the simulator).
+TRANSPOSE_SIZES = ((TILE // 2 + 1, TILE - 1), (TILE + 1, 2 * TILE - 1))
+BLOCK_SUM_SIZES = (THREADS + 1, 2 * THREADS - 1)  # two blocks, the last partly past the end (each costs the simulator)
 WASTE = 2.0  # requests touching more than twice the sectors (or twice the requests) coalesced ones need
 SUM_RTOL = SUM_ATOL = 1e-4  # a float32 tree of 128 values against their float64 sum
 
@@ -165,9 +167,8 @@ def transpose_grid(rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, in
 
 
 def _transpose_input(rng) -> np.ndarray:
-    rows = cols = 0
-    while rows == cols:  # a square matrix would hide swapped dimensions
-        rows, cols = (int(v) for v in rng.integers(TRANSPOSE_SIZES[0], TRANSPOSE_SIZES[1] + 1, size=2))
+    short, long = (int(rng.integers(low, high + 1)) for low, high in TRANSPOSE_SIZES)
+    rows, cols = (short, long) if rng.integers(2) else (long, short)  # never square: swapped sides would show
     return rng.standard_normal((rows, cols)).astype(np.float32)
 
 

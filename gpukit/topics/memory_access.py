@@ -534,23 +534,30 @@ def _counting_module_class(kernelapi, types, numpy_support):
 
 
 _LAUNCH_LOCK = threading.Lock()
+# Python's thread switch interval during a counted launch, in seconds (Python's default is 0.005). The simulator's
+# main thread polls its block's threads in a loop while they run; with the GIL handed on ten times as often, the
+# threads that have work get it sooner: about a third less CPU time per launch, measured on 2 cores.
+SWITCH_INTERVAL = 0.0005
 
 
 @contextmanager
 def counting_launches(recorder: _Recorder) -> Iterator[object]:
     """While inside, kernels the simulator launches get a fake ``cuda`` module whose shared arrays, atomics and
     barriers report to ``recorder``; yields the simulator's ``FakeCUDAKernel`` class. Restores the simulator's
-    own module class after, also on an error."""
+    own module class, and Python's thread switch interval (SWITCH_INTERVAL while inside), after, also on an
+    error."""
     kernel, kernelapi, types, numpy_support = _numba_simulator()
     counting = _counting_module_class(kernelapi, types, numpy_support)
     counting.recorder = recorder
     with _LAUNCH_LOCK:
-        original = kernel.FakeCUDAModule
+        original, interval = kernel.FakeCUDAModule, sys.getswitchinterval()
         kernel.FakeCUDAModule = counting
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
             yield kernel.FakeCUDAKernel
         finally:
             kernel.FakeCUDAModule = original
+            sys.setswitchinterval(interval)
 
 
 def python_function(kernel):

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from gpukit.topics import memory_access
 from gpukit.topics.memory_access import NO_NUMBA, count_accesses
 from gpukit.topics.simulators import use_cuda_simulator
 from tests.support.booktoc import ROOT
@@ -73,7 +74,8 @@ def test_atomics_are_counted_apart_from_loads_and_stores(k):
     assert counts.loads["total"] == counts.stores["total"] == 0
 
 
-def _transpose(k, kernel, rows=64, cols=64):
+def _transpose(k, kernel, rows=32, cols=64):
+    """``kernel`` on a rows × cols matrix (two tiles, not square: swapped sides would show), checked; its counts."""
     inp = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
     out = np.zeros((cols, rows), dtype=np.float32)
     counts = count_accesses(kernel, (cols // 32, rows // 32), (k.TILE, k.ROWS), inp, out)
@@ -81,13 +83,19 @@ def _transpose(k, kernel, rows=64, cols=64):
     return counts
 
 
-def test_the_unpadded_tiles_column_read_has_32_way_bank_conflicts(k):
-    counts = _transpose(k, k.transpose_tiled)
+@pytest.fixture(scope="module")
+def tiled(k):
+    """The unpadded tile's counts, which two tests read (one launch for both)."""
+    return _transpose(k, k.transpose_tiled)
+
+
+def test_the_unpadded_tiles_column_read_has_32_way_bank_conflicts(tiled):
+    counts = tiled
     assert counts.shared_names == ("tile",)
     column_read, row_write = counts.row("tile", "load", "shared"), counts.row("tile", "store", "shared")
     assert column_read.bank_conflict_ways == 32.0 and column_read.worst_bank_conflict_ways == 32
     assert row_write.bank_conflict_ways == 1.0
-    assert counts.bank_conflict_ways == 16.5 and counts.shared_requests == 256  # the mean of 128 × 1 and 128 × 32
+    assert counts.bank_conflict_ways == 16.5 and counts.shared_requests == 128  # the mean of 64 × 1 and 64 × 32
     assert counts.sectors_per_request == {"inp": 4.0, "out": 4.0}  # both coalesced through the tile
     assert counts.reads_per_element["inp"] == 1.0 and counts.race_count == 0
 
@@ -117,20 +125,16 @@ def test_partial_warps_at_the_edges_touch_fewer_sectors(k):
     assert counts.ideal_sectors_per_request == {"inp": 2.5, "out": 2.5}
 
 
-def test_a_missing_barrier_is_a_race_on_every_run(k):
-    before = sys.getswitchinterval()
-    for interval in (0.0002, 0.005):  # however the Python threads happen to interleave
-        sys.setswitchinterval(interval)
-        try:
-            x = np.ones(300, dtype=np.float32)
-            racy = count_accesses(k.block_sums_without_barrier, 3, k.THREADS, x, np.zeros(3, np.float32))
-            out = np.zeros(3, np.float32)
-            right = count_accesses(k.block_sums, 3, k.THREADS, x, out)
-        finally:
-            sys.setswitchinterval(before)
+def test_a_missing_barrier_is_a_race_on_every_run(k, monkeypatch):
+    for interval in (0.0002, 0.005):  # however the Python threads happen to interleave (count_accesses sets it)
+        monkeypatch.setattr(memory_access, "SWITCH_INTERVAL", interval)
+        x = np.ones(200, dtype=np.float32)  # two blocks, the second partly past the end
+        racy = count_accesses(k.block_sums_without_barrier, 2, k.THREADS, x, np.zeros(2, np.float32))
+        out = np.zeros(2, np.float32)
+        right = count_accesses(k.block_sums, 2, k.THREADS, x, out)
         assert racy.race_count > 0 and "no cuda.syncthreads() between" in str(racy.races[0])
         assert "partial[" in str(racy.races[0])
-        assert right.race_count == 0 and out.tolist() == [128, 128, 44]
+        assert right.race_count == 0 and out.tolist() == [128, 72]
     unsynced = count_accesses(k.transpose_padded_without_barrier, 1, (k.TILE, k.ROWS),
                               np.ones((32, 32), np.float32), np.zeros((32, 32), np.float32))
     assert unsynced.race_count > 0 and "tile[" in unsynced.table()
@@ -142,8 +146,8 @@ def test_shared_memory_starts_out_holding_garbage(k):
     assert np.isnan(out).all()  # not the zeros a kernel could wrongly rely on
 
 
-def test_the_table_has_a_row_per_array_and_access(k):
-    counts = _transpose(k, k.transpose_tiled)
+def test_the_table_has_a_row_per_array_and_access(tiled):
+    counts = tiled
     table = counts.table()
     assert str(counts) == table
     lines = table.splitlines()
@@ -157,13 +161,14 @@ def test_the_simulator_is_left_as_it_was_also_after_an_error(k):
     from numba import cuda
     from numba.cuda.simulator import kernel
 
-    original = kernel.FakeCUDAModule
+    original, interval = kernel.FakeCUDAModule, sys.getswitchinterval()
+    assert interval != memory_access.SWITCH_INTERVAL  # Python's own, which a launch must leave as it found it
     count_accesses(k.copy, 1, 32, np.ones(32, np.float32), np.zeros(32, np.float32))
-    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda and sys.getswitchinterval() == interval
     with pytest.raises(IndexError, match="out of bounds"):
         count_accesses(k.transpose_padded_without_guard, (2, 2), (k.TILE, k.ROWS), np.ones((40, 40), np.float32),
                        np.zeros((40, 40), np.float32))
-    assert kernel.FakeCUDAModule is original and k.cuda is cuda
+    assert kernel.FakeCUDAModule is original and k.cuda is cuda and sys.getswitchinterval() == interval
     # and the kernel still launches as a plain simulated kernel would
     x = np.arange(32, dtype=np.float32)
     out = np.zeros_like(x)
@@ -197,9 +202,9 @@ from numba import cuda
 from gpukit.topics.memory_access import count_accesses
 from tests.support import numba_kernels_for_performance as k
 
-inp = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
-out = np.zeros_like(inp)
-tiled = count_accesses(k.transpose_tiled, (2, 2), (k.TILE, k.ROWS), inp, out)
+inp = np.random.default_rng(3).standard_normal((32, 64)).astype(np.float32)
+out = np.zeros((64, 32), dtype=np.float32)
+tiled = count_accesses(k.transpose_tiled, (2, 1), (k.TILE, k.ROWS), inp, out)
 x = np.arange(100, dtype=np.float32)
 doubled = np.zeros_like(x)
 count_accesses(k.double_through_a_device_function, 1, 128, x, doubled)
