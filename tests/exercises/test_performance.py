@@ -135,3 +135,24 @@ def test_an_error_of_the_kernel_on_the_gpu_is_reported(monkeypatch):
     monkeypatch.setattr(checks, "run_on_the_gpu", failing)
     result = check("ex-perf-block-sum", kernels().block_sums)
     assert not result and "launching your kernel on the GPU raised TypeError" in result.message
+
+
+# ----------------------------------------------------------------------------- ex-perf-no-recompile's batch sizes
+def test_a_first_batch_as_wide_as_the_features_ties_them_under_dynamic_true():
+    """Why the check never draws _FEATURES: with dynamic=True, a first batch of _FEATURES rows shares its symbol
+    with the features (duck sizing), and the next size recompiles a right answer."""
+    import torch
+
+    def dynamic(fn, backend):
+        return torch.compile(fn, backend=backend, dynamic=True)
+
+    tied, _, _ = checks._compilations(dynamic, [checks._FEATURES, 37, 21], "cpu")
+    untied, _, _ = checks._compilations(dynamic, [checks._FEATURES + 1, 37, 21], "cpu")
+    assert (len(tied), len(untied)) == (2, 1)
+
+
+def test_the_checks_batch_sizes_never_include_the_features_width():
+    draws = [checks.batch_sizes() for _ in range(300)]
+    assert all(len(set(sizes)) == checks._BATCHES and checks._FEATURES not in sizes and min(sizes) >= 2
+               for sizes in draws)
+    assert len({tuple(sizes) for sizes in draws}) > 250  # fresh sizes each check
