@@ -227,6 +227,21 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/lessons/test_kernels_lesson_gpu_paths.py::test_with_a_gpu_required_the_lesson_stops_at_the_"
     "check_with_the_sentence":
         "slow: 2 core-seconds, runs the lesson's kernels in child Pythons",
+    "tests/lessons/test_performance_compile.py::test_torch_logs_show_each_recompilation_with_its_guard_and_the_"
+    "graph_break":
+        "slow: 4 core-seconds, torch.compile with TORCH_LOGS in a child Python",
+    "tests/lessons/test_performance_compile.py::test_explain_counts_the_graphs_and_the_break_without_writing_to_"
+    "stderr":
+        "slow: 3 core-seconds, the lesson's explain cell in a child Python",
+    "tests/lessons/test_training_at_scale_gpu_paths.py::test_outputs_stops_a_rank_that_overruns_by_its_pid":
+        "slow: 3 core-seconds, starts ranks in child Pythons and stops one by its pid",
+    "tests/lessons/test_training_at_scale_gpu_paths.py::test_fits_reports_an_out_of_memory_error_for_each_size_"
+    "that_fails":
+        "slow: 3 core-seconds, the lesson's fits.py in a child Python (shared with the next test)",
+    "tests/lessons/test_training_at_scale_gpu_paths.py::test_fits_tries_fewer_parameters_than_predicted_then_more":
+        "slow: 3 core-seconds, the lesson's fits.py in a child Python (shared with the test before)",
+    "tests/unit/topics/test_memory_access.py::test_a_missing_barrier_is_a_race_on_every_run":
+        "slow: 2 core-seconds, Numba's simulator launched at two thread switch intervals",
     "tests/lessons/test_precision_training.py::test_the_regression_learns_at_the_gpus_width_in_both_precisions":
         "slow: 8 core-seconds, trains the lesson's regression in both precisions",
     "tests/lessons/test_profiling_training.py::test_the_lessons_training_learns_at_both_sizes":
