@@ -378,6 +378,21 @@ def _why_not(device: str, precision: str) -> str | None:
     return None
 
 
+def _timed_product(device: str, dtype, m: int, n: int, k: int, *, repeats: int, label: str, computed_in: str | None,
+                   timer: str = "wall"):
+    """The timing of an ``m`` x ``k`` by ``k`` x ``n`` product in ``dtype`` on ``device``: its inputs and output are
+    allocated before the timing and every timed product writes the same output (``torch.matmul(a, b, out=c)``), so
+    that the time is the product's alone; :func:`gpukit.benchmark` refuses a rate above the datasheet's peak for
+    ``computed_in`` (:class:`gpukit.core.timing.ImpossibleSpeed`). The tensors are freed when it returns or raises."""
+    import torch
+
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    c = torch.empty(m, n, dtype=dtype, device=device)
+    return benchmark(torch.matmul, a, b, out=c, repeats=repeats, device=device, timer=timer, label=label,
+                     flops=2 * m * n * k, computed_in=computed_in)
+
+
 def search_matmul(device: str, precision: str, search: Search, notes: list[str] | None = None,
                   progress=None) -> dict | None:
     """The fastest matrix product in ``precision`` over ``search``'s shapes on ``device``: a dict with ``flop_s``,
@@ -401,12 +416,9 @@ def search_matmul(device: str, precision: str, search: Search, notes: list[str] 
                              f"shapes, at the time budget of {search.budget_s:g} s")
                 break
             try:
-                a = torch.randn(m, k, dtype=dtype, device=device)
-                b = torch.randn(k, n, dtype=dtype, device=device)
-                c = torch.empty(m, n, dtype=dtype, device=device)
-                timing = benchmark(torch.matmul, a, b, out=c, repeats=search.repeats, device=device,
-                                   label=f"{precision} matmul {m}x{n}x{k}", flops=2 * m * n * k,
-                                   computed_in=None if precision in ("float32", "float64") else precision)
+                timing = _timed_product(device, dtype, m, n, k, repeats=search.repeats,
+                                        label=f"{precision} matmul {m}x{n}x{k}",
+                                        computed_in=None if precision in ("float32", "float64") else precision)
             except ImpossibleSpeed as error:
                 notes.append(f"matmul search on {device} in {precision}: {m} x {n} x {k} left out, faster than the "
                              f"datasheet allows ({error_line(error, 160)})")
@@ -416,7 +428,6 @@ def search_matmul(device: str, precision: str, search: Search, notes: list[str] 
                              f"({error_line(error, 110)})")
                 continue
             finally:
-                a = b = c = None
                 if progress is not None:
                     progress()
             timed += 1
@@ -573,19 +584,14 @@ def measure_shapes(device: str, plan: Plan, notes: list[str], progress=None) -> 
             continue
         with _matmul_precision(dtype):
             for n in plan.shape_sizes:
-                a = torch.randn(n, n, dtype=getattr(torch, dtype), device=device)
-                b = torch.randn(n, n, dtype=getattr(torch, dtype), device=device)
-                c = torch.empty(n, n, dtype=getattr(torch, dtype), device=device)
                 try:
-                    timing = benchmark(torch.matmul, a, b, out=c, repeats=plan.shape_repeats, device=device,
-                                       timer=timer, label=f"matmul-shapes {dtype} {n}", flops=2 * n**3,
-                                       computed_in=dtype)
+                    timing = _timed_product(device, getattr(torch, dtype), n, n, n, repeats=plan.shape_repeats,
+                                            label=f"matmul-shapes {dtype} {n}", computed_in=dtype, timer=timer)
                 except ImpossibleSpeed as error:
                     notes.append(f"matmul-shapes on {device} in {dtype}: n = {n} left out, faster than the datasheet "
                                  f"allows ({error_line(error, 160)})")
                     continue
                 finally:
-                    a = b = c = None
                     if progress is not None:
                         progress()
                 results.append(_result("matmul-shapes", device, dtype, n, None, timing, 2 * n**3,
