@@ -4,7 +4,8 @@ so that every predicted figure in them can be worked out by hand.
 - :data:`CPUINFO` and the fixture ``made_up_cpu``: a 4-core AVX2 CPU at 2 GHz, whose float32 peak gpukit estimates
   at 256 GFLOP/s (4 cores x 2 GHz x 32 FLOP per cycle), with a measured copy bandwidth of 20 GB/s;
 - the fixture ``pcie5``: an nvidia-smi that reports a PCIe 5.0 x16 link, as the H100 node's did;
-- :func:`timed`: a timing of five equal samples.
+- :func:`timed`: a timing of five equal samples;
+- :func:`cpuinfo`: /proc/cpuinfo's text for a CPU of the given cores, flags, clock and threads per core.
 
 Registered in conftest.py's ``pytest_plugins``, beside ``fake_cuda``, which makes torch report the H100 itself.
 """
@@ -45,3 +46,14 @@ def pcie5(monkeypatch):
 def timed(seconds: float, label: str = "t") -> Timing:
     """A timing whose five samples all took ``seconds``."""
     return Timing(label, (seconds,) * 5)
+
+
+def cpuinfo(cores=2, flags="fpu sse sse2 avx avx2 fma avx512f", mhz=2000.0, threads_per_core=1):
+    """/proc/cpuinfo as Linux writes it for such a CPU (one block per logical core)."""
+    blocks = []
+    for i in range(cores * threads_per_core):
+        blocks.append(
+            f"processor\t: {i}\nmodel name\t: Test CPU\ncpu MHz\t\t: {mhz}\nphysical id\t: 0\n"
+            f"core id\t\t: {i // threads_per_core}\nflags\t\t: {flags}\n"
+        )
+    return "\n".join(blocks)

@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from gpukit.topics.distributed import worker_env
 from gpukit.topics.extensions import BuildTools
 from tests.support.booktoc import ROOT
 from tests.support.gpu_node import forcing_env, gpu_node_env
+from tests.support.installed_copy import install_a_copy
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (NVIDIA's CUDA toolkit) is not installed here")
 
@@ -680,18 +680,7 @@ def test_a_non_editable_install_carries_the_checks_and_runs_them(tmp_path):
     """pip install --target of a copy of the project, with the source tree out of reach: setuptools' package
     discovery (pyproject.toml: gpukit.*, namespace packages found) installs the checks' folder, which has no
     __init__.py, and the preflight runs a check from the installed copy."""
-    source, target, elsewhere = tmp_path / "src", tmp_path / "site", tmp_path / "elsewhere"
-    # A copy, because pip builds in place and would leave build/ in the working tree.
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "_build", "build", "__pycache__", "*.egg-info", ".*_cache", "notebooks", "node_modules",
-        "data", "tests", "chapters"))
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "--target", str(target), str(source)],
-        capture_output=True, text=True, timeout=300, check=False)
-    assert install.returncode == 0, install.stderr
-    shutil.rmtree(source)  # nothing may be read from the copy either
-    elsewhere.mkdir()
+    target, elsewhere = install_a_copy(tmp_path, also_left_out=("data", "tests", "chapters"))
     script = (
         "import json\n"
         "import gpukit.commands.preflight as p\n"

@@ -17,16 +17,7 @@ import torch
 from gpukit.commands import bench
 from gpukit.core import machine
 from gpukit.core.machine import parse_cpuinfo, parse_lscpu_max_mhz
-
-
-def cpuinfo(cores=2, flags="fpu sse sse2 avx avx2 fma avx512f", mhz=2000.0, threads_per_core=1):
-    blocks = []
-    for i in range(cores * threads_per_core):
-        blocks.append(
-            f"processor\t: {i}\nmodel name\t: Test CPU\ncpu MHz\t\t: {mhz}\nphysical id\t: 0\n"
-            f"core id\t\t: {i // threads_per_core}\nflags\t\t: {flags}\n"
-        )
-    return "\n".join(blocks)
+from tests.support.made_up_machines import cpuinfo
 
 
 def test_parse_cpuinfo_counts_physical_cores_and_reads_flags():

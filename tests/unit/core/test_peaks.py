@@ -1,6 +1,5 @@
 import dataclasses
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,8 @@ from gpukit.core.peaks import (
 )
 from gpukit.core.timing import Timing
 from tests.support.booktoc import ROOT
+from tests.support.installed_copy import install_a_copy
+from tests.support.made_up_machines import cpuinfo
 
 REPO = ROOT
 
@@ -47,16 +48,6 @@ DEVICE_NAMES = {
     # A GH200 whose name does not say it is the 96GB HBM3 variant gets no memory figure.
     "NVIDIA GH200 144G HBM3e": "NVIDIA GH200",
 }
-
-
-def cpuinfo(cores=2, flags="fpu sse sse2 avx avx2 fma avx512f", mhz=2000.0, threads_per_core=1):
-    blocks = []
-    for i in range(cores * threads_per_core):
-        blocks.append(
-            f"processor\t: {i}\nmodel name\t: Test CPU\ncpu MHz\t\t: {mhz}\nphysical id\t: 0\n"
-            f"core id\t\t: {i // threads_per_core}\nflags\t\t: {flags}\n"
-        )
-    return "\n".join(blocks)
 
 
 def test_published_table_has_the_vendor_figures_with_sources():
@@ -423,17 +414,7 @@ def test_device_peak_on_mps_is_none():
 
 def test_a_non_editable_install_finds_its_tables(tmp_path):
     """pip install --target of a copy of the project, imported with the source tree out of reach."""
-    source, target, elsewhere = tmp_path / "src", tmp_path / "site", tmp_path / "elsewhere"
-    # A copy, because pip builds in place and would leave build/ in the working tree.
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "_build", "build", "__pycache__", "*.egg-info", ".*_cache", "notebooks", "node_modules"))
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "--target", str(target), str(source)],
-        capture_output=True, text=True, timeout=300, check=False)
-    assert install.returncode == 0, install.stderr
-    shutil.rmtree(source)  # nothing may be read from the copy either
-    elsewhere.mkdir()
+    target, elsewhere = install_a_copy(tmp_path)
     check = textwrap.dedent(f"""
         import gpukit, gpukit.core.peaks as peaks
         assert gpukit.__file__.startswith({str(target)!r}), gpukit.__file__
