@@ -213,7 +213,7 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/exercises/test_every_exercise.py::test_wrong_answers_are_rejected_without_giving_the_answer_"
     "away[ex-jax-timed]":
         "slow: 8 core-seconds, the exercise's check times JAX",
-    "tests/exercises/test_jax.py": "slow: 10 core-seconds, the exercise's check times JAX twice with a neighbour",
+    "tests/exercises/test_jax.py": "slow: 15 core-seconds, the exercise's check times JAX thrice with a neighbour",
     "tests/lessons/test_jax_lesson_08.py::test_every_rate_of_a_float32_product_is_a_float32_rate_or_says_it_is_not":
         "slow: 4 core-seconds, the lesson's JAX cells in a child Python",
     "tests/lessons/test_jax_lesson_08.py::test_the_default_precision_story_has_a_sentence_for_each_outcome":

@@ -179,9 +179,10 @@ def _times_jax_correctly(answer) -> str | None:
     if not callable(answer):
         return (f"expected your function itself (timed), got {type(answer).__name__}: pass the function, not a "
                 "time it returned.")
-    # Two runs, each compared with the check's own time taken just after it. A busy machine only ever makes a
-    # reading longer (a pause of the process can land inside the learner's timing or inside the check's), so the
-    # shorter of the two ratios is the one to judge: too short is too short; too long must be so in both runs.
+    # Two runs, each compared with the check's own time for the same work, taken around it. A busy machine only
+    # ever makes a reading longer (a pause of the process can land inside the learner's timing or inside the
+    # check's), so the shorter of the two ratios is the one to judge: too short is too short; too long must be so
+    # in both runs.
     runs = []
     for _ in range(2):
         run = _one_run_on_the_work(answer, next(_TIMING_CHECKS))
@@ -193,7 +194,10 @@ def _times_jax_correctly(answer) -> str | None:
         return ("your time is a fraction of what one call takes: JAX returns from a call as soon as the work is "
                 "queued, so the clock stopped before the work was done. Call .block_until_ready() on the result "
                 "(or jax.block_until_ready) before reading the clock again.")
-    if all(300 <= ratio <= 3000 for ratio in ratios):
+    # A time in milliseconds is 1000 times the check's, more where a neighbour lengthened the learner's reading
+    # (with no bound above: the stress run of tests/exercises read 3000 and more); a time that includes the first
+    # call is about 7 times.
+    if min(ratios) >= 300:
         return f"your function returned {runs[0][0]:g}: that looks like milliseconds; return seconds."
     if min(ratios) > 3:
         return ("your time is several times what one call takes: it includes work queued before the clock "

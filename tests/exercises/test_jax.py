@@ -1,5 +1,6 @@
 """The timing check of chapter 8 (ex-jax-timed) beyond its cases (tests/exercises/cases/jax.py): a neighbour that
-slows the check's own calls made after the learner's timing does not change what the check says.
+slows the check's own calls made after the learner's timing, or the learner's timing itself, does not change what
+the check says.
 
 On CI a time that included the first call (about 7 calls' worth) was judged by its compilation instead, because
 another process started work just after the learner's timing and doubled the median of the check's own calls:
@@ -8,7 +9,7 @@ here that neighbour is made exact by tripling what those calls read."""
 import pytest
 
 from gpukit.exercises import check
-from tests.exercises.cases.jax import timed, timed_first_call
+from tests.exercises.cases.jax import timed, timed_first_call, timed_in_milliseconds
 
 jax_exercises = pytest.importorskip("gpukit.exercises.jax")
 pytest.importorskip("jax")
@@ -51,3 +52,12 @@ def test_a_time_with_the_first_call_is_still_named_so(a_neighbour_after_each_tim
 def test_the_right_timing_still_passes(a_neighbour_after_each_timing):
     result = check("ex-jax-timed", a_neighbour_after_each_timing(timed))
     assert result, result.message
+
+
+def test_milliseconds_read_during_a_neighbours_work_are_still_named_so():
+    """A neighbour that ran during the learner's timing lengthened it: 4 times, here, on top of the unit."""
+    def lengthened(f, *args):
+        return 4 * timed_in_milliseconds(f, *args)
+
+    result = check("ex-jax-timed", lengthened)
+    assert not result and "milliseconds" in result.message, result.message
