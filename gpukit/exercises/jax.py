@@ -68,6 +68,7 @@ def _called_on_the_last_trial(answer):
 RUN_SECONDS = 0.05
 FIRST_CALL_WORK = 6  # the first call of the work function does this many times the work of the others
 COMPILE_STEPS = 150
+CALLS_AFTER = 3  # the check's own calls of the work function right after the learner's timing
 _TIMING_CHECKS = iter(range(1, 10**9))  # makes each check's functions new to JAX's compilation caches
 
 # The last run of the learner's function on the work function: its time and the check's own.
@@ -160,7 +161,7 @@ def _one_run_on_the_work(answer, nonce) -> tuple[float, float] | str:
     """The learner's time for a new work function (its first call compiles and does more work), and the check's
     own time for one warm call of it; or what went wrong.
 
-    The check's time is the shortest of its calls just before the learner's and three just after: another
+    The check's time is the shortest of its calls just before the learner's and CALLS_AFTER after: another
     process can slow a call (on two cores, JAX's matrix products lose half their threads) but never speed one
     up, so the shortest is the closest to what the call takes. A median of the calls after alone had been
     doubled on CI by a neighbour that started work during them, and a time that included the first call
@@ -172,7 +173,7 @@ def _one_run_on_the_work(answer, nonce) -> tuple[float, float] | str:
     seconds = _reported_seconds(answer, f, (a, steps))
     if isinstance(seconds, str):
         return seconds
-    return seconds, min([seconds_before] + [_ready_seconds(fresh, a, steps) for _ in range(3)])
+    return seconds, min([seconds_before] + [_ready_seconds(fresh, a, steps) for _ in range(CALLS_AFTER)])
 
 
 def _times_jax_correctly(answer) -> str | None:

@@ -19,8 +19,8 @@ SLOWED_BY_THE_NEIGHBOUR = 3
 
 @pytest.fixture
 def a_neighbour_after_each_timing(monkeypatch):
-    """Wraps an answer so that the check's next three own calls, those just after the learner's timing of the
-    work function, read SLOWED_BY_THE_NEIGHBOUR times what they took."""
+    """Wraps an answer so that the check's own calls just after the learner's timing of the work function (its
+    CALLS_AFTER) read SLOWED_BY_THE_NEIGHBOUR times what they took."""
     calls_left_to_slow = [0]
     ready_seconds = jax_exercises._ready_seconds
 
@@ -36,7 +36,7 @@ def a_neighbour_after_each_timing(monkeypatch):
     def followed_by_a_neighbour(answer):
         def answer_then_neighbour(f, *args):
             seconds = answer(f, *args)
-            calls_left_to_slow[0] = 3
+            calls_left_to_slow[0] = jax_exercises.CALLS_AFTER
             return seconds
 
         return answer_then_neighbour
