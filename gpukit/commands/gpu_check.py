@@ -60,7 +60,7 @@ from gpukit.base.cuda_stacks import stack_for_cuda
 from gpukit.base.errors import error_line
 from gpukit.base.machine_files import file_name
 from gpukit.base.paths import project_root
-from gpukit.commands import doctor
+from gpukit.commands import doctor, node_packages
 from gpukit.commands.preflight.runner import SIMULATION_VARIABLES
 from gpukit.core import device, machine
 from gpukit.core.stamp import notebook_stamp
@@ -82,18 +82,25 @@ GPU_TESTS = (
     "tests/unit/topics/test_simulators.py",
     "tests/lessons/test_kernels_lesson_gpu_paths.py",
 )
-# Seconds each step took on the first GPU run (one H100 80GB, 16 cores, 2026-11-26: ../shared/gpu-runs), two
-# lessons at a time: the order steps start in (longest first) and the plan's estimate. 03-cupy took 12.5 s there
-# because its GPU cells failed at once; 25 s is the estimate for its GPU cells running. A lesson not listed is
-# estimated at DEFAULT_LESSON_S. The tests were not timed there (the run stopped inside them); on this project's
-# 2-core CPU machine they take 90 s, and their CUDA extension build adds about 40 s on a GPU. The bench took 45 s
-# there; its achievable search, added since, adds at most 10 x BENCH_SEARCH_S.
+# Each step's estimate on one GPU node, with the lessons' exercise solutions, which gpu-check runs after each
+# exercise: the order steps start in and the plan's estimate. For lessons 00-15, the seconds each took on the
+# first GPU run (one H100 80GB, 16 cores, 2026-11-26: ../shared/gpu-runs; two lessons at a time and without their
+# solutions) plus its solutions' seconds in a run of the lesson as tested on this project's 2-core CPU machine
+# (2026-11-29; 0 to 12 s, 10-multi-gpu's the most). 03-cupy took 12.5 s there because its GPU cells failed at once;
+# 25 s is the estimate for them running. Lessons 16 and 17 have not run on a GPU: their estimate is their CPU
+# run's seconds in `make book` (13 and 24 s) times 3.2, the median ratio of the H100 run's seconds to the CPU's
+# over lessons 00-15 (1.8 to 7.3), plus, for 16, what its GPU-only tools add (LESSON_16_GPU_TOOLS_S). The tests were
+# not timed there (the run stopped inside them); on this project's 2-core CPU machine they take 90 s, and their CUDA
+# extension build adds about 40 s on a GPU. The bench took 45 s there; its achievable search, added since, adds at
+# most 10 x BENCH_SEARCH_S.
+LESSON_16_GPU_TOOLS_S = 60.0
 ESTIMATES_S = {
     "preflight": 50.0, "tests": 150.0, "bench": 80.0,
-    "00-environment-check": 11.7, "01-cpu-vs-gpu": 69.1, "02-parallel-cpu": 61.6, "03-cupy": 25.0,
-    "04-pytorch-gpu": 56.0, "05-autograd-custom-ops": 87.1, "06-vram-and-errors": 59.7, "07-apple-mps": 35.8,
-    "08-jax": 29.2, "09-writing-kernels": 33.0, "10-multi-gpu": 41.4, "11-slurm": 8.6, "12-case-study": 75.5,
-    "13-benchmarks": 10.3, "14-profiling": 23.2, "15-precision-and-data": 31.1,
+    "00-environment-check": 12.0, "01-cpu-vs-gpu": 71.5, "02-parallel-cpu": 62.5, "03-cupy": 27.5,
+    "04-pytorch-gpu": 62.5, "05-autograd-custom-ops": 87.5, "06-vram-and-errors": 60.5, "07-apple-mps": 36.0,
+    "08-jax": 33.0, "09-writing-kernels": 33.5, "10-multi-gpu": 53.5, "11-slurm": 9.0, "12-case-study": 75.5,
+    "13-benchmarks": 10.5, "14-profiling": 24.0, "15-precision-and-data": 31.5,
+    "16-performance-engineering": 13 * 3.2 + LESSON_16_GPU_TOOLS_S, "17-training-at-scale": 24 * 3.2,
 }
 DEFAULT_LESSON_S = 60.0
 # Time limits: a lesson gets three times its estimate (an extension build on fewer cores, a slower GPU), at least
@@ -107,14 +114,10 @@ LIMITS_S = {"environment": 90.0, "preflight": 150.0, "tests": 300.0, "bench": 15
 # search takes a few seconds, so the estimate adds about 35 s to the 45.
 BENCH_SEARCH_S = 4.0
 TEST_LIMIT_S = 120
-# The whole run, from start to report: 9 minutes, so that a session lent a GPU for 15 minutes (the machine's start
-# included) runs it in one call. It was 8 minutes until lessons 16 and 17, which have no H100 timing yet: at
-# DEFAULT_LESSON_S each, the plan's estimate of the book on an H100 grew from 371 s to 409 s, over PLAN_MARGIN of
-# 480 s (384 s).
+# The whole run, from start to report: 9 minutes, what a GPU node held for a few minutes gives (a short interactive
+# allocation, a debug queue's job). Steps run in priority order and each starts only where its estimate fits
+# (make_plan), so a shorter budget keeps fewer lessons and a longer one (--budget) more.
 BUDGET_S = 540.0
-# Speed lessons run alone only where the plan's estimate leaves this share of the budget spare: estimates are
-# from one H100, and another node may be slower.
-PLAN_MARGIN = 0.8
 # A step is not started with less than this left of the budget.
 MIN_STEP_S = 15.0
 # After a step's own limit, the seconds it has to write what it has before it is killed.
@@ -158,13 +161,18 @@ class Step:
     limit: float
     alone: bool = False
     path: str | None = None
+    kept: str | None = None  # a lesson's kept GPU run of its current code (its folder's name), if any
 
 
-def lesson_step(path: Path) -> Step:
+def lesson_step(path: Path, runs: Sequence[GpuRun] = ()) -> Step:
+    """The step that runs the lesson at ``path``; ``runs``: the kept GPU runs (newest first), to say whether one
+    has the lesson's current code."""
     notebook = json.loads(Path(path).read_text(encoding="utf-8"))
     estimate = ESTIMATES_S.get(Path(path).stem, DEFAULT_LESSON_S)
     limit = max(LESSON_MIN_LIMIT_S, LESSON_LIMIT_FACTOR * estimate)
-    return Step("lesson", Path(path).stem, estimate, limit, runs_alone(notebook), str(path))
+    current, _ = runs_of_lesson(runs, Path(path).stem, lesson_code_hash(notebook))
+    return Step("lesson", Path(path).stem, estimate, limit, runs_alone(notebook), str(path),
+                current.name if current else None)
 
 
 def fixed_step(kind: str) -> Step:
@@ -172,60 +180,89 @@ def fixed_step(kind: str) -> Step:
 
 
 def start_order(steps: Iterable[Step]) -> list[Step]:
-    """The preflight first (it says at once what is wrong with the node), then the longest first."""
+    """For steps that share lanes: the preflight first (it says at once what is wrong with the node), then the
+    longest first, which keeps the lanes even."""
     return sorted(steps, key=lambda s: (s.kind != "preflight", -s.estimate, s.name))
 
 
-def makespan(steps: Sequence[Step], lanes: int) -> float:
-    """Seconds until the last of ``steps`` ends, by their estimates, when each of ``lanes`` takes the next step in
-    order as soon as it is free (as :func:`run_phase` does)."""
-    free_at = [0.0] * max(1, lanes)
-    for step in steps:
-        lane = free_at.index(min(free_at))
-        free_at[lane] += step.estimate
-    return max(free_at)
+def shortest_first(steps: Iterable[Step]) -> list[Step]:
+    """For steps that run one at a time: the shortest first, so that a budget that cannot hold them all keeps as
+    many as it can, and leaves the longest for a later run (which starts with them)."""
+    return sorted(steps, key=lambda s: (s.estimate, s.name))
+
+
+def fits(step: Step, left: float) -> bool:
+    """Whether ``step`` is started with ``left`` seconds of the budget: its estimate, and :data:`MIN_STEP_S`, fit.
+    A step that would be cut by the budget's end is left for a later run instead of lost halfway."""
+    return left >= max(MIN_STEP_S, step.estimate)
+
+
+def simulate(phases: Sequence[tuple[int, Sequence[Step]]], budget: float) -> tuple[float, list[Step]]:
+    """(seconds until the last step ends, the steps not started) by the estimates, when the phases run one after
+    another and in each every lane takes the next step in order as soon as it is free, starting it only where it
+    :func:`fits` (as :func:`run_phase` does)."""
+    now, left = 0.0, []
+    for lanes, steps in phases:
+        free_at = [now] * max(1, lanes)
+        for step in steps:
+            lane = free_at.index(min(free_at))
+            if fits(step, budget - free_at[lane]):
+                free_at[lane] += step.estimate
+            else:
+                left.append(step)
+        now = max(free_at)
+    return now, left
 
 
 @dataclass
 class Plan:
-    """Phases run one after another; each is (lanes, steps in start order). ``alone``: whether the speed lessons
-    got a phase of one lane; ``why`` says why (or why not) in a sentence."""
+    """Phases run one after another; each is (lanes, steps in start order). ``estimate``: seconds by the
+    estimates; ``left``: the steps the estimate leaves for a later run; ``too_long``: lessons whose estimate
+    alone is more than the budget; ``why`` says it in a sentence."""
 
     lanes: int
     phases: list[tuple[int, list[Step]]]
-    alone: bool
     estimate: float
     why: str
+    left: list[str] = field(default_factory=list)
+    too_long: list[str] = field(default_factory=list)
 
     def steps(self) -> list[Step]:
         return [step for _, steps in self.phases for step in steps]
 
 
 def make_plan(steps: Sequence[Step], lanes: int, budget: float = BUDGET_S) -> Plan:
-    """The phases: the preflight, the lessons and the tests in ``lanes`` lanes, the speed lessons one at a time
-    after them where the estimate fits :data:`PLAN_MARGIN` of ``budget`` (else in the lanes too), then the bench."""
-    bench = [s for s in steps if s.kind == "bench"]
-    speed = [s for s in steps if s.alone]
-    shared = [s for s in steps if s not in bench and s not in speed]
-    tail = sum(s.estimate for s in bench)
-    alone_estimate = makespan(start_order(shared), lanes) + sum(s.estimate for s in speed) + tail
-    shared_estimate = makespan(start_order([*shared, *speed]), lanes) + tail
-    if lanes == 1 or not speed or alone_estimate <= PLAN_MARGIN * budget:
-        phases = [(lanes, start_order(shared)), (1, start_order(speed)), (1, bench)]
-        why = ("one lane: every step runs alone" if lanes == 1 else
-               f"the {len(speed)} lessons that publish speed measurements run one at a time, after the others"
-               if speed else "no lesson publishes speed measurements")
-        plan = Plan(lanes, [p for p in phases if p[1]], True, alone_estimate, why)
-    else:
-        why = (f"the {len(speed)} lessons that publish speed measurements share the lanes: run one at a time they "
-               f"would take about {alone_estimate:.0f} s, more than {PLAN_MARGIN:.0%} of the {budget:.0f} s budget "
-               f"(--budget {alone_estimate / PLAN_MARGIN:.0f} runs them alone); their timings are indicative only")
-        plan = Plan(lanes, [p for p in [(lanes, start_order([*shared, *speed])), (1, bench)] if p[1]], False,
-                    shared_estimate, why)
-    if plan.estimate > budget:
-        plan.why += (f"; the estimate is more than the budget, so the steps that cannot start in time will be "
-                     f"reported as not run (--budget {plan.estimate / PLAN_MARGIN:.0f} gives them time)")
-    return plan
+    """The phases, in the order the budget is spent: the preflight and the lessons whose current code has no kept
+    run (in ``lanes`` lanes, then the lessons that publish speed measurements alone, one at a time); the GPU tests;
+    the bench; then the lessons that have a kept run of their current code, the same way. Each step starts only
+    where its estimate :func:`fits` what is left, so a tight budget leaves the last steps for a later run, which
+    continues where this one stopped."""
+    def lessons(kept: bool, alone: bool) -> list[Step]:
+        return [s for s in steps if s.kind == "lesson" and bool(s.kept) == kept and s.alone == alone]
+
+    def of_kind(kind: str) -> list[Step]:
+        return [s for s in steps if s.kind == kind]
+
+    phases = [(lanes, start_order(of_kind("preflight") + lessons(False, False))),
+              (1, shortest_first(lessons(False, True))), (1, of_kind("tests")), (1, of_kind("bench")),
+              (lanes, start_order(lessons(True, False))), (1, shortest_first(lessons(True, True)))]
+    phases = [(min(n, len(p)), p) for n, p in phases if p]
+    estimate, left = simulate(phases, budget)
+    todo = [s for s in steps if s.kind == "lesson" and not s.kept]
+    kept = [s for s in steps if s.kind == "lesson" and s.kept]
+    alone = [s for s in steps if s.kind == "lesson" and s.alone]
+    parts = [f"{len(todo)} lesson(s) with no kept GPU run of their current code first"
+             + (f", then the tests and the bench, then the {len(kept)} with one" if kept else ", then the rest"),
+             f"the {len(alone)} that publish speed measurements one at a time" if alone else
+             "no lesson publishes speed measurements"]
+    if left:
+        parts.append(f"by the estimates, {len(left)} step(s) will be left for a later run: "
+                     f"{', '.join(s.name for s in left)}")
+    too_long = [s.name for s in steps if s.kind == "lesson" and s.estimate > budget]
+    if too_long:
+        parts.append(f"{', '.join(too_long)} cannot run within a budget of {budget:.0f} s (--budget "
+                     f"{max(s.estimate for s in steps) * 1.25:.0f} gives them time)")
+    return Plan(lanes, phases, estimate, "; ".join(parts), [s.name for s in left], too_long)
 
 
 def lane_count(gpu_memory_gib: float | None, cores: int) -> int:
@@ -276,15 +313,16 @@ def not_run(step: Step, why: str) -> Result:
 
 
 # ------------------------------------------------------------------------------------------ running
-def step_environment(root: Path, python: str | None = None) -> dict[str, str]:
+def step_environment(root: Path, packages: str | Path | None = None) -> dict[str, str]:
     """The environment every step runs with: this one, plus :data:`STEP_ENV`, gpukit's folder first on the
-    import path (the book's copy, whether or not it is installed), the state folders inside the project, and no
+    import path (the book's copy, whether or not it is installed), then ``packages`` (the private folder the
+    wheelhouse installed into, before the node's own site-packages), the state folders inside the project, and no
     switch to a CPU stand-in."""
     # The switches to CPU stand-ins (Numba's simulator, Triton's interpreter, MPS's CPU fallback) are removed for
     # every step, as the preflight removes them for its checks.
     env = {key: value for key, value in os.environ.items() if key not in SIMULATION_VARIABLES}
     env.update(STEP_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), str(packages or ""), env.get("PYTHONPATH", "")) if p)
     env.setdefault("MPLCONFIGDIR", str(root / "_build" / "cache" / "matplotlib"))
     env.setdefault("IPYTHONDIR", str(root / "_build" / "cache" / "ipython"))
     for folder in (env["MPLCONFIGDIR"], env["IPYTHONDIR"]):
@@ -792,8 +830,8 @@ def run_phase(steps: Sequence[Step], lanes: int, deadline: float, run: Callable[
               done: Callable[[Result], None] = lambda result: None, clock: Callable[[], float] = time.monotonic
               ) -> list[Result]:
     """Run ``steps`` in ``lanes`` lanes, each lane taking the next step in order as soon as it is free. A step
-    gets its own limit, cut to what is left before ``deadline``; with less than :data:`MIN_STEP_S` left it is not
-    started. ``run(step, limit)`` returns its :class:`Result`; ``done`` sees each as it ends."""
+    gets its own limit, cut to what is left before ``deadline``; where its estimate does not :func:`fit <fits>` in
+    what is left it is not started. ``run(step, limit)`` returns its :class:`Result`; ``done`` sees each as it ends."""
     lane_of: dict[int, int] = {}
     lock = threading.Lock()
 
@@ -801,8 +839,10 @@ def run_phase(steps: Sequence[Step], lanes: int, deadline: float, run: Callable[
         with lock:
             lane = lane_of.setdefault(threading.get_ident(), len(lane_of) + 1)
         left = deadline - clock()
-        if left < MIN_STEP_S:
-            result = not_run(step, f"not started: {max(0.0, left):.0f} s of the time budget were left")
+        if not fits(step, left):
+            result = not_run(step, f"not started: {max(0.0, left):.0f} s of the time budget were left"
+                             + (f", less than its estimate of {step.estimate:.0f} s" if step.estimate > MIN_STEP_S
+                                else ""))
         else:
             started = clock()
             try:
@@ -1034,11 +1074,11 @@ class GpuRun:
         return ", ".join(f"{label} {found[name]}" for name, label in NOTED_LIBRARIES.items() if found.get(name))
 
 
-def load_gpu_runs(root: Path) -> list[GpuRun]:
-    """The GPU runs kept under ``root``/data/gpu-runs, newest first (by date, time, folder name). A folder there
-    without a readable manifest, or a manifest naming a notebook it lacks, is an error: a committed run never
-    disappears from the book in silence."""
-    parent = Path(root) / GPU_RUNS
+def load_gpu_runs(root: Path, parent: Path | None = None) -> list[GpuRun]:
+    """The GPU runs kept under ``root``/data/gpu-runs (or ``parent``), newest first (by date, time, folder name). A
+    folder there without a readable manifest, or a manifest naming a notebook it lacks, is an error: a committed run
+    never disappears from the book in silence."""
+    parent = Path(parent) if parent is not None else Path(root) / GPU_RUNS
     runs = []
     for folder in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
         manifest_file = folder / MANIFEST
@@ -1115,47 +1155,86 @@ def cuda_stack(facts: Mapping) -> str | None:
     return stack.extra if stack else (f"cuda{found[1]}" if found else None)
 
 
+class Keeper:
+    """Keeps each lesson of a run as a GPU run as soon as it passes (``--save-run``): the first lesson kept makes
+    the run's folder under ``parent`` (``<date>-<device>-<stack>``), and every lesson kept after it rewrites the
+    folder's ``manifest.json`` (device, driver, CUDA, stack, versions, date, commit, each lesson's code hash), so
+    that a run stopped by its limit, a crash or an out-of-memory error loses only the lesson in flight. A lesson
+    that failed, or whose stderr would stop the book's build, is left out, with why. :meth:`finish` writes the
+    run's verdict."""
+
+    def __init__(self, parent: Path, root: Path, facts: Mapping, check: Path, when: time.struct_time | None = None,
+                 plan: str | None = None):
+        self.parent, self.facts, self.check, self.plan = Path(parent), dict(facts), Path(check), plan
+        self.when = when or time.localtime()
+        self.stderr_default = book_stderr_setting(root)
+        self.folder: Path | None = None
+        self.kept: dict[str, dict] = {}
+        self.left_out: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def consider(self, result: Result, beside_it: Sequence[str] = ()) -> None:
+        """Keep ``result``'s lesson if it passed and its page can be built; else note why not. ``beside_it``:
+        the steps that shared the GPU with it."""
+        if result.kind != "lesson":
+            return
+        with self.lock:
+            if not result.ok:
+                self.left_out[result.name] = f"{result.status}" + (f": {result.detail}" if result.detail else "")
+                return
+            notebook_file = self.check / "notebooks" / f"{result.name}.ipynb"
+            notebook = json.loads(notebook_file.read_text(encoding="utf-8"))
+            stderr = page_stderr(notebook, self.stderr_default)
+            if stderr:
+                self.left_out[result.name] = (f"stderr in cell(s) {', '.join(map(str, stderr))}, which the book's "
+                                              f"build rejects")
+                return
+            if self.folder is None:
+                self.folder = run_folder(self.parent, self.facts, self.when, suffix=cuda_stack(self.facts))
+                (self.folder / "notebooks").mkdir(parents=True)
+            entry = {"notebook": f"notebooks/{result.name}.ipynb", "code_hash": lesson_code_hash(notebook),
+                     "seconds": round(result.seconds, 1), "stamp": notebook_stamp(notebook),
+                     "shared_gpu_with": sorted(beside_it)}
+            partial = self.folder / f"{entry['notebook']}.partial"
+            shutil.copyfile(notebook_file, partial)
+            partial.replace(self.folder / entry["notebook"])
+            self.kept[result.name] = entry
+            self._write("the run had not ended when this lesson was kept: each lesson listed here passed")
+
+    def finish(self, run: Run) -> dict:
+        """Write the run's verdict into the manifest; what was kept (:func:`saved_line` reads it)."""
+        for result in run.results:
+            if result.kind == "lesson" and not result.ok and result.name not in self.left_out:
+                self.left_out[result.name] = f"{result.status}" + (f": {result.detail}" if result.detail else "")
+        with self.lock:
+            if self.folder is not None:
+                self._write(run.verdict().removeprefix("# "))
+        return {"folder": str(self.folder) if self.folder else None, "lessons": sorted(self.kept),
+                "left_out": dict(self.left_out)}
+
+    def _write(self, verdict: str) -> None:
+        facts = self.facts
+        manifest = {
+            "schema": RUN_SCHEMA, "made_by": "make gpu-check GPU_CHECK_FLAGS=--save-run (python -m gpukit gpu-check)",
+            "date": time.strftime("%Y-%m-%d", self.when), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", self.when),
+            "commit": facts.get("commit"), "device": facts.get("device"), "gpu_name": facts.get("gpu_name"),
+            "gpu_memory_gib": facts.get("gpu_memory_gib"), "compute_capability": facts.get("compute_capability"),
+            "driver": facts.get("driver"), "cuda": facts.get("torch_cuda"), "nvcc": facts.get("nvcc"),
+            "stack": cuda_stack(facts), "python": facts.get("python"), "system": facts.get("system"),
+            "cores": facts.get("cores"), "versions": facts.get("versions") or {},
+            "drift": [d["line"] for d in facts.get("drift") or []], "node_packages": facts.get("node_packages"),
+            "verdict": verdict, "plan": self.plan, "lessons": self.kept, "left_out": self.left_out,
+        }
+        _write_json(self.folder / MANIFEST, manifest)
+
+
 def save_gpu_run(run: Run, check: Path, parent: Path, root: Path, when: time.struct_time | None = None) -> dict:
-    """Keep the lessons of ``run`` that passed, from its folder ``check``, as a GPU run in a new folder under
-    ``parent`` (``<date>-<device>-<stack>``): their notebooks with outputs (the lesson as stored,
-    ``notebooks/``) and ``manifest.json`` (device, driver, CUDA, stack, versions, date, commit, each lesson's code
-    hash). A lesson that failed, or whose stderr would stop the book's build, is left out, with why. Returns what
-    was saved: ``folder`` (None where no lesson could be kept), ``lessons``, ``left_out``."""
-    facts, default = run.facts, book_stderr_setting(root)
-    when = when or time.localtime()
-    kept, left_out = {}, {}
-    for result in (r for r in run.results if r.kind == "lesson"):
-        notebook_file = check / "notebooks" / f"{result.name}.ipynb"
-        if not result.ok:
-            left_out[result.name] = f"{result.status}" + (f": {result.detail}" if result.detail else "")
-            continue
-        notebook = json.loads(notebook_file.read_text(encoding="utf-8"))
-        stderr = page_stderr(notebook, default)
-        if stderr:
-            left_out[result.name] = f"stderr in cell(s) {', '.join(map(str, stderr))}, which the book's build rejects"
-            continue
-        kept[result.name] = {"notebook": f"notebooks/{result.name}.ipynb", "code_hash": lesson_code_hash(notebook),
-                             "seconds": round(result.seconds, 1), "stamp": notebook_stamp(notebook)}
-    if not kept:
-        return {"folder": None, "lessons": [], "left_out": left_out}
-    stack = cuda_stack(facts)
-    folder = run_folder(parent, facts, when, suffix=stack)
-    (folder / "notebooks").mkdir(parents=True)
-    for lesson in kept.values():
-        shutil.copyfile(check / lesson["notebook"], folder / lesson["notebook"])
-    manifest = {
-        "schema": RUN_SCHEMA, "made_by": "make gpu-check GPU_CHECK_FLAGS=--save-run (python -m gpukit gpu-check)",
-        "date": time.strftime("%Y-%m-%d", when), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", when),
-        "commit": facts.get("commit"), "device": facts.get("device"), "gpu_name": facts.get("gpu_name"),
-        "gpu_memory_gib": facts.get("gpu_memory_gib"), "compute_capability": facts.get("compute_capability"),
-        "driver": facts.get("driver"), "cuda": facts.get("torch_cuda"), "nvcc": facts.get("nvcc"), "stack": stack,
-        "python": facts.get("python"), "system": facts.get("system"), "cores": facts.get("cores"),
-        "versions": facts.get("versions") or {}, "drift": [d["line"] for d in facts.get("drift") or []],
-        "verdict": run.verdict().removeprefix("# "), "plan": run.plan.why if run.plan else None,
-        "lessons": kept, "left_out": left_out,
-    }
-    _write_json(folder / MANIFEST, manifest)
-    return {"folder": str(folder), "lessons": sorted(kept), "left_out": left_out}
+    """Keep the lessons of a finished ``run`` that passed, from its folder ``check``, as a GPU run under
+    ``parent`` (what a :class:`Keeper` does as each lesson ends, all at once)."""
+    keeper = Keeper(parent, root, run.facts, check, when, run.plan.why if run.plan else None)
+    for result in run.results:
+        keeper.consider(result, beside(run.results, result))
+    return keeper.finish(run)
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -1180,7 +1259,7 @@ class Run:
         return self.stopped is None and not self.failures and bool(self.results)
 
     def verdict(self) -> str:
-        """The report's first line: PASSED or FAILED, and why, in one line."""
+        """The report's first line: passed, FAILED or incomplete, and why, in one line."""
         where = self.facts.get("device", "unknown device")
         if self.stopped:
             return f"# gpu-check FAILED: {self.stopped}"
@@ -1190,9 +1269,34 @@ class Run:
             return (f"# gpu-check passed on {where}: {kinds['lesson']} lessons, the preflight, "
                     f"{'the GPU tests, ' if kinds['tests'] else ''}{'the bench, ' if kinds['bench'] else ''}"
                     f"in {self.seconds:.0f} s")
-        named = ", ".join(f"{r.name} ({r.status})" for r in self.failures[:6])
-        more = f" and {len(self.failures) - 6} more" if len(self.failures) > 6 else ""
-        return f"# gpu-check FAILED on {where}: {len(self.failures)} step(s) failed: {named}{more}"
+        broken = [r for r in self.failures if r.status != NOT_RUN]
+        left = len(self.failures) - len(broken)
+        later = f"; {left} left for the next run (the budget ran out)" if left else ""
+        if not broken:
+            done = sum(r.ok for r in self.results)
+            return f"# gpu-check incomplete on {where}: {done} step(s) passed{later}"
+        named = ", ".join(f"{r.name} ({r.status})" for r in broken[:6])
+        more = f" and {len(broken) - 6} more" if len(broken) > 6 else ""
+        return f"# gpu-check FAILED on {where}: {len(broken)} step(s) failed: {named}{more}{later}"
+
+    def summary(self) -> list[str]:
+        """The lines under the verdict: what was kept, what failed and why, what is left for the next run."""
+        out = []
+        if self.saved is not None:
+            out.append(saved_line(self.saved))
+        broken = [r for r in self.failures if r.status != NOT_RUN]
+        if broken:
+            out.append("Failed: " + "; ".join(f"{r.name} ({r.status}" + (f": {r.detail})" if r.detail else ")")
+                                              for r in broken))
+        left = [r.name for r in self.failures if r.status == NOT_RUN]
+        if left:
+            out.append(f"Left for the next run: {', '.join(left)}: the budget ran out before them; the next run "
+                       f"starts with the lessons that have no kept run")
+        kept_before = [s for s in (self.plan.steps() if self.plan else []) if s.kind == "lesson" and s.kept]
+        if kept_before:
+            out.append(f"Already kept from earlier runs (their current code): "
+                       f"{', '.join(f'{s.name} ({s.kept})' for s in kept_before)}")
+        return out
 
 
 def _cell(text) -> str:
@@ -1211,10 +1315,15 @@ def report_markdown(run: Run) -> str:
     """The run's report: the verdict on the first line, then the steps, the environment, the preflight's checks,
     each lesson's errors, differing outputs and stderr, every test, and the bench."""
     facts, out = run.facts, [run.verdict(), ""]
+    summary = run.summary()
+    out += [*summary, ""] if summary else []
     if run.stopped and facts.get("why_not"):
         out += [f"The lessons pick no GPU here: {facts['why_not']}", ""]
         out += ["Nothing ran on a GPU: the lessons, the GPU tests and the bench were not started. Run it on a "
                 "GPU node: `srun --gpus=1 make gpu-check`, or `sbatch slurm_templates/gpu-check.sbatch`.", ""]
+    packages = facts.get("node_packages")
+    if packages:
+        out += [f"- {_cell(line)}" for line in packages["lines"]] + [""]
     out += [f"Run on: {facts.get('device', '?')}; commit {facts.get('commit', '?')}, "
             f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {run.seconds:.0f} s of a {run.budget:.0f} s budget.", ""]
     if run.plan:
@@ -1300,7 +1409,7 @@ def report_markdown(run: Run) -> str:
     if not_started:
         out += ["## Not run", ""] + [f"- {r.name}: {_cell(r.detail)}" for r in not_started] + [""]
     if run.saved is not None:
-        out += ["## GPU run kept (`--save-run`)", "", saved_line(run.saved), ""]
+        out += ["## GPU run kept (`--save-run`, each lesson as it passed)", "", saved_line(run.saved), ""]
         out += [f"- left out {name}: {_cell(why)}" for name, why in run.saved["left_out"].items()]
         out += [""] if run.saved["left_out"] else []
     return "\n".join(out).rstrip() + "\n"
@@ -1317,9 +1426,10 @@ def saved_line(saved: Mapping) -> str:
 
 def run_record(run: Run) -> dict:
     """Everything the run found, for gpu-check.json."""
-    return {"verdict": run.verdict(), "passed": run.passed, "seconds": run.seconds, "budget": run.budget,
-            "stopped": run.stopped, "saved": run.saved, "plan": None if run.plan is None else {
-                "lanes": run.plan.lanes, "alone": run.plan.alone, "estimate": run.plan.estimate, "why": run.plan.why,
+    return {"verdict": run.verdict(), "summary": run.summary(), "passed": run.passed, "seconds": run.seconds,
+            "budget": run.budget, "stopped": run.stopped, "saved": run.saved, "plan": None if run.plan is None else {
+                "lanes": run.plan.lanes, "estimate": run.plan.estimate, "why": run.plan.why, "left": run.plan.left,
+                "too_long": run.plan.too_long,
                 "phases": [[lanes, [asdict(s) for s in steps]] for lanes, steps in run.plan.phases]},
             "results": [asdict(r) for r in run.results]}
 
@@ -1354,8 +1464,13 @@ def add_gpu_check_command(commands) -> None:
                                                  f"under ${FOLDER_ENV})")
     parser.add_argument("--list-tests", action="store_true", help="print the GPU-relevant test files and exit")
     parser.add_argument("--save-run", nargs="?", const="", metavar="FOLDER",
-                        help=f"keep the lessons that pass as a GPU run, in a new folder under FOLDER (default: "
-                             f"{GPU_RUNS}/ of the book): commit it and `make book` builds their pages from it")
+                        help=f"keep each lesson as soon as it passes, as a GPU run in a new folder under FOLDER "
+                             f"(default: {GPU_RUNS}/ of the book): commit it and `make book` builds their pages "
+                             f"from it")
+    parser.add_argument("--wheelhouse", type=Path, metavar="DIR",
+                        help="install what this Python lacks (the Jupyter kernel, nbclient, pytest, the book's "
+                             "NumPy) from DIR, made by `make wheelhouse` on a machine with network, into a private "
+                             "folder of the run: offline, no root, the node's own packages untouched")
 
 
 class Progress:
@@ -1396,14 +1511,26 @@ def run_gpu_check_command(args) -> int:
     deadline = started + args.budget
     root = project_root()
     python = sys.executable
-    env = step_environment(root)
     lessons = lessons_in(root, args.lessons)
     tests = [] if args.no_tests else list(args.tests or GPU_TESTS)
+    saving = getattr(args, "save_run", None) is not None
+    runs_parent = Path(args.save_run) if saving and args.save_run else root / GPU_RUNS
     scratch = Path(tempfile.mkdtemp(prefix="gpu-check-"))  # the probe's logs, until the folder has its name
-    ctx = Context(root, scratch, python, env)
     print(f"gpu-check: {len(lessons)} lesson(s), {len(tests)} test file(s), "
           f"{'no bench' if args.no_bench else 'the bench'}; {python}; budget {args.budget:.0f} s", flush=True)
+    packages, stopped = None, None
+    if getattr(args, "wheelhouse", None):
+        try:
+            packages = node_packages.install(args.wheelhouse, root / "_build" / "gpu-check", scratch / "logs" / "pip")
+        except node_packages.WheelhouseError as error:
+            stopped = f"the wheelhouse cannot be used: {error}"
+        else:
+            for line in packages.lines():
+                print(f"gpu-check: {line}", flush=True)
+    ctx = Context(root, scratch, python, step_environment(root, packages.folder if packages else None))
     facts = probe_environment(ctx, LIMITS_S["environment"])
+    if packages:
+        facts["node_packages"] = asdict(packages) | {"lines": packages.lines()}
     parent = Path(os.environ.get(FOLDER_ENV) or root / "_build" / "gpu-check")
     folder = args.out if args.out else run_folder(parent, facts)
     _prepare_folder(folder)
@@ -1415,7 +1542,8 @@ def run_gpu_check_command(args) -> int:
     for line in facts.get("drift") or []:
         print(f"  version drift: {line['line']}", flush=True)
 
-    steps = [fixed_step("preflight"), *(lesson_step(p) for p in lessons)]
+    runs = load_gpu_runs(root, runs_parent)
+    steps = [fixed_step("preflight"), *(lesson_step(p, runs) for p in lessons)]
     steps += [fixed_step("tests")] if tests else []
     steps += [] if args.no_bench else [fixed_step("bench")]
     runners = {"preflight": lambda s, limit: run_preflight_step(s, limit, ctx),
@@ -1423,13 +1551,31 @@ def run_gpu_check_command(args) -> int:
                "tests": lambda s, limit: run_tests_step(s, limit, ctx, tests),
                "bench": lambda s, limit: run_bench_step(s, limit, ctx)}
 
+    # What ran beside what: the steps in flight, and those ended, when each ends (a kept lesson records them).
+    in_flight: dict[str, float] = {}
+    ended: list[Result] = []
+    lock = threading.Lock()
+
     def run_step(step: Step, limit: float) -> Result:
-        return runners[step.kind](step, limit)
+        with lock:
+            in_flight[step.name] = time.monotonic()
+        try:
+            return runners[step.kind](step, limit)
+        finally:
+            with lock:
+                in_flight.pop(step.name, None)
+
+    def shared_with(result: Result) -> list[str]:
+        with lock:
+            others = [name for name in in_flight if name != result.name] + beside(ended, result)
+            ended.append(result)
+        return others
 
     results: list[Result] = []
-    plan = None
-    stopped = None
-    if not facts.get("usable_gpu"):
+    plan = keeper = None
+    if stopped:
+        print(f"gpu-check: {stopped}", flush=True)
+    elif not facts.get("usable_gpu"):
         print("gpu-check: the lessons would find no usable GPU; the preflight says why, then the run stops",
               flush=True)
         progress = Progress(1)
@@ -1438,25 +1584,29 @@ def run_gpu_check_command(args) -> int:
         stopped = no_gpu_reason(facts, results[0])
     else:
         lanes = args.lanes or lane_count(facts.get("gpu_memory_gib"), facts.get("cores") or usable_cores())
-        plan = make_plan(steps, lanes, args.budget - (time.monotonic() - started))
+        plan = make_plan(steps, lanes, deadline - time.monotonic())
         print(f"gpu-check: {lanes} lane(s); {plan.why}; estimated {plan.estimate:.0f} s", flush=True)
+        keeper = Keeper(runs_parent, root, facts, folder, started_at, plan.why) if saving else None
         progress = Progress(len(plan.steps()))
-        bench_reserve = sum(s.limit for s in steps if s.kind == "bench")
+        def done(result: Result) -> None:
+            progress.done(result)
+            others = shared_with(result)
+            if keeper:
+                keeper.consider(result, others)
+
         for lanes_here, phase in plan.phases:
-            end = deadline if phase[0].kind == "bench" else deadline - bench_reserve
-            results += run_phase(phase, lanes_here, end, run_step, progress.done)
+            results += run_phase(phase, lanes_here, deadline, run_step, done)
         progress.close()
     run = Run(facts, plan, results, args.budget, time.monotonic() - started, stopped)
-    if getattr(args, "save_run", None) is not None:
-        if stopped:
+    if saving:
+        if keeper is None:
             run.saved = {"folder": None, "lessons": [], "left_out": {}, "why": "nothing ran on a GPU"}
         else:
-            runs_parent = Path(args.save_run) if args.save_run else root / GPU_RUNS
-            run.saved = save_gpu_run(run, folder, runs_parent, root, started_at)
+            run.saved = keeper.finish(run)
         print(saved_line(run.saved), flush=True)
     (folder / "report.md").write_text(report_markdown(run), encoding="utf-8")
     _write_json(folder / "gpu-check.json", run_record(run))
-    print(run.verdict().removeprefix("# "), flush=True)
+    for line in [run.verdict().removeprefix("# "), *run.summary()]:
+        print(line, flush=True)
     print(f"Report: {folder / 'report.md'}", flush=True)
     return 0 if run.passed else 1
-
