@@ -64,7 +64,7 @@ endif
 TEST_SELECTION := $(if $(LESSON),--lesson $(LESSON) $(LESSON_NOTEBOOK) tests/lessons/test_thin_kernel.py tests/exercises \
 	tests/book/test_site.py tests/book/test_jupyterhub.py)
 
-.PHONY: setup state-dirs book serve lab test check lint bench gpu-check clean help
+.PHONY: setup state-dirs book serve lab test check lint bench gpu-check wheelhouse clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
@@ -79,10 +79,13 @@ help:
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
-	@echo "make gpu-check - on a GPU node: the preflight, every lesson, the GPU tests and the bench, in the environment"
-	@echo "             that is here (installs nothing); report in _build/gpu-check/<date>-<device>/"
-	@echo "             GPU_CHECK_FLAGS=--save-run also keeps the lessons that passed in data/gpu-runs/: commit that"
+	@echo "make gpu-check - on a GPU node: the preflight, the lessons with no kept GPU run first, the GPU tests and the"
+	@echo "             bench, within a budget (9 minutes); report in _build/gpu-check/<date>-<device>/"
+	@echo "             GPU_CHECK_FLAGS=--save-run keeps each lesson as it passes in data/gpu-runs/: commit that"
 	@echo "             folder, and make book builds their pages from it while their code is unchanged"
+	@echo "             WHEELHOUSE=DIR installs what the node's Python lacks from DIR (no network, no root)"
+	@echo "make wheelhouse WHEELHOUSE=DIR WHEEL_PLATFORM=linux-x86_64 WHEEL_PYTHON=3.12 - where there is network:"
+	@echo "             the wheels make gpu-check needs on a GPU node without it (about 33 MB)"
 	@echo "make clean  - remove _build (keeps .venv)"
 
 # What each command installs into .venv, as gpukit's extras: `make book` the lessons and the book build;
@@ -161,13 +164,29 @@ bench: setup
 	$(BIN)/python scripts/benchmark_pipeline.py
 
 # The whole GPU run again (gpukit/commands/gpu_check.py): in the environment that is here, .venv where it exists, else
-# $(PYTHON) (a cluster module's Python, say). It installs nothing, so it runs on a compute node without network.
+# $(PYTHON) (a cluster module's Python, say). It reaches no network. WHEELHOUSE=DIR (made by make wheelhouse) installs
+# what that Python lacks from DIR into a private folder of the run, without root, leaving its own packages as they are.
 # Options go in GPU_CHECK_FLAGS: make gpu-check GPU_CHECK_FLAGS="--budget 1200" (python -m gpukit gpu-check -h).
-# --save-run keeps the lessons that passed as a GPU run in data/gpu-runs/<date>-<device>-<stack>/, which `make book`
+# --save-run keeps each lesson as it passes as a GPU run in data/gpu-runs/<date>-<device>-<stack>/, which `make book`
 # (scripts/execute_notebooks.py) builds their pages from while their code is unchanged (data/gpu-runs/README.md).
+ifneq ($(origin WHEELHOUSE),command line)
+WHEELHOUSE :=
+endif
 gpu-check: state-dirs
 	@if [ -x $(BIN)/python ]; then python=$(BIN)/python; else python="$(PYTHON)"; fi; \
-		"$$python" -m gpukit gpu-check $(GPU_CHECK_FLAGS)
+		"$$python" -m gpukit gpu-check $(if $(WHEELHOUSE),--wheelhouse "$(WHEELHOUSE)") $(GPU_CHECK_FLAGS)
+
+# On a machine with network, the wheels make gpu-check needs on a GPU node without it (scripts/wheelhouse.py): the
+# Jupyter kernel, nbclient, the test tools, the lessons' small libraries and the book's NumPy, at the lock's versions,
+# for the node's platform and Python. WHEEL_WITH="matplotlib pandas" adds those for a node whose Python lacks them.
+WHEEL_PLATFORM ?= linux-x86_64
+WHEEL_PYTHON ?= 3.12
+WHEEL_WITH ?=
+wheelhouse:
+	@test -n "$(WHEELHOUSE)" || { echo "Say where: make wheelhouse WHEELHOUSE=DIR [WHEEL_PLATFORM=linux-x86_64|linux-aarch64] [WHEEL_PYTHON=3.11|3.12|3.13]"; exit 2; }
+	@if [ -x $(BIN)/python ]; then python=$(BIN)/python; else python="$(PYTHON)"; fi; \
+		"$$python" scripts/wheelhouse.py "$(WHEELHOUSE)" --platform $(WHEEL_PLATFORM) --python $(WHEEL_PYTHON) \
+		$(if $(WHEEL_WITH),--with $(WHEEL_WITH))
 
 clean:
 	rm -rf _build

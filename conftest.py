@@ -187,6 +187,12 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/book/test_gpu_runs.py::test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_"
     "lessons_code_changes":
         "lesson: 32 core-seconds, make gpu-check runs a lesson, then the book is built",
+    "tests/book/test_wheelhouse.py::test_on_a_gpu_node_without_network_gpu_check_installs_from_the_wheelhouse_"
+    "and_keeps_two_lessons":
+        "lesson: make wheelhouse downloads (network), then gpu-check installs from it and runs two lessons",
+    "tests/unit/commands/test_gpu_check.py::test_a_nine_minute_window_on_the_simulated_node_keeps_each_lesson_as_"
+    "it_passes_and_the_next_continues":
+        "slow: two 5.4 s windows of gpu-check, scaled 100 times, and a probe in a child Python (torch)",
     "tests/book/test_hub_config.py::test_a_state_folder_others_can_write_to_is_refused":
         "slow: 3 core-seconds, a child Python and file permissions",
     "tests/book/test_layers.py::test_a_private_name_from_another_module_is_found":

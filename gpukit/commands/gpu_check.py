@@ -87,20 +87,22 @@ GPU_TESTS = (
 # first GPU run (one H100 80GB, 16 cores, 2026-11-26: ../shared/gpu-runs; two lessons at a time and without their
 # solutions) plus its solutions' seconds in a run of the lesson as tested on this project's 2-core CPU machine
 # (2026-11-29; 0 to 12 s, 10-multi-gpu's the most). 03-cupy took 12.5 s there because its GPU cells failed at once;
-# 25 s is the estimate for them running. Lessons 16 and 17 have not run on a GPU: their estimate is their CPU
-# run's seconds in `make book` (13 and 24 s) times 3.2, the median ratio of the H100 run's seconds to the CPU's
-# over lessons 00-15 (1.8 to 7.3), plus, for 16, what its GPU-only tools add (LESSON_16_GPU_TOOLS_S). The tests were
-# not timed there (the run stopped inside them); on this project's 2-core CPU machine they take 90 s, and their CUDA
-# extension build adds about 40 s on a GPU. The bench took 45 s there; its achievable search, added since, adds at
-# most 10 x BENCH_SEARCH_S.
-LESSON_16_GPU_TOOLS_S = 60.0
+# 25 s is the estimate for them running. Lessons 16 and 17 have not run on a GPU. 16: its parts estimated one by
+# one (80 s): max-autotune's 21 choices for the lesson's layer (torch 2.11's kernel/mm.py and
+# template_heuristics/triton.py), 20 Triton compiles on 16 workers and each choice benchmarked for 25 ms, about
+# 25 s; ncu with -c 1 over three sections, about 8 s; compute-sanitizer, nvcc and the TORCH_LOGS child, 3 to 6 s
+# each (each bounded at 60 to 120 s by the lesson); the Numba part 12 s; the rest as its CPU cells. 17: its CPU run's
+# 24 s in `make book` times 3.2, the median ratio of the H100 run's seconds to the CPU's over lessons 00-15 (1.8 to
+# 7.3). The tests were not timed there (the run stopped inside them); on this project's 2-core CPU machine they take
+# 90 s, and their CUDA extension build adds about 40 s on a GPU. The bench took 45 s there; its achievable search,
+# added since, adds at most 10 x BENCH_SEARCH_S.
 ESTIMATES_S = {
     "preflight": 50.0, "tests": 150.0, "bench": 80.0,
     "00-environment-check": 12.0, "01-cpu-vs-gpu": 71.5, "02-parallel-cpu": 62.5, "03-cupy": 27.5,
     "04-pytorch-gpu": 62.5, "05-autograd-custom-ops": 87.5, "06-vram-and-errors": 60.5, "07-apple-mps": 36.0,
     "08-jax": 33.0, "09-writing-kernels": 33.5, "10-multi-gpu": 53.5, "11-slurm": 9.0, "12-case-study": 75.5,
     "13-benchmarks": 10.5, "14-profiling": 24.0, "15-precision-and-data": 31.5,
-    "16-performance-engineering": 13 * 3.2 + LESSON_16_GPU_TOOLS_S, "17-training-at-scale": 24 * 3.2,
+    "16-performance-engineering": 80.0, "17-training-at-scale": 24 * 3.2,
 }
 DEFAULT_LESSON_S = 60.0
 # Time limits: a lesson gets three times its estimate (an extension build on fewer cores, a slower GPU), at least
@@ -1286,8 +1288,9 @@ class Run:
             out.append(saved_line(self.saved))
         broken = [r for r in self.failures if r.status != NOT_RUN]
         if broken:
-            out.append("Failed: " + "; ".join(f"{r.name} ({r.status}" + (f": {r.detail})" if r.detail else ")")
-                                              for r in broken))
+            out.append("Failed: " + "; ".join(f"{r.name} ({r.detail if r.detail.startswith(r.status) else r.status}"
+                                              + (f": {r.detail})" if r.detail and not r.detail.startswith(r.status)
+                                                 else ")") for r in broken))
         left = [r.name for r in self.failures if r.status == NOT_RUN]
         if left:
             out.append(f"Left for the next run: {', '.join(left)}: the budget ran out before them; the next run "
@@ -1519,19 +1522,21 @@ def run_gpu_check_command(args) -> int:
     print(f"gpu-check: {len(lessons)} lesson(s), {len(tests)} test file(s), "
           f"{'no bench' if args.no_bench else 'the bench'}; {python}; budget {args.budget:.0f} s", flush=True)
     packages, stopped = None, None
+    parent = Path(os.environ.get(FOLDER_ENV) or root / "_build" / "gpu-check")
     if getattr(args, "wheelhouse", None):
         try:
-            packages = node_packages.install(args.wheelhouse, root / "_build" / "gpu-check", scratch / "logs" / "pip")
+            packages = node_packages.install(args.wheelhouse, parent, scratch / "logs" / "pip")
         except node_packages.WheelhouseError as error:
             stopped = f"the wheelhouse cannot be used: {error}"
         else:
             for line in packages.lines():
                 print(f"gpu-check: {line}", flush=True)
+            if packages.folder:  # this process too (its progress bar): after the book's folder, before the node's
+                sys.path.insert(1 if sys.path and sys.path[0] == str(root) else 0, packages.folder)
     ctx = Context(root, scratch, python, step_environment(root, packages.folder if packages else None))
     facts = probe_environment(ctx, LIMITS_S["environment"])
     if packages:
         facts["node_packages"] = asdict(packages) | {"lines": packages.lines()}
-    parent = Path(os.environ.get(FOLDER_ENV) or root / "_build" / "gpu-check")
     folder = args.out if args.out else run_folder(parent, facts)
     _prepare_folder(folder)
     shutil.copytree(scratch, folder, dirs_exist_ok=True)

@@ -107,6 +107,13 @@ def test_gpu_check_runs_in_the_environment_that_is_there_and_installs_nothing(tm
     assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m gpukit gpu-check"]
     assert (clone / "_build" / "cache" / "matplotlib").is_dir()
     assert "make gpu-check" in make(clone, "help").stdout
+    # A wheelhouse for a node without network: its folder reaches gpu-check.
+    calls.unlink()
+    assert make(clone, "gpu-check", "WHEELHOUSE=/data/node wheels").returncode == 0
+    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m gpukit gpu-check --wheelhouse "
+                                              f"/data/node wheels"]
+    unsaid = make(clone, "wheelhouse")
+    assert unsaid.returncode != 0 and "make wheelhouse WHEELHOUSE=DIR" in unsaid.stdout + unsaid.stderr
 
 
 def current_environment(clone: Path) -> None:
