@@ -1,34 +1,37 @@
 """``make gpu-check`` (``python -m gpukit gpu-check``): the book's whole GPU run again, in one command, on the node
 it runs on. What an instructor runs on each kind of node the day before a workshop, what ``gpu.yml`` runs on the
-GPU runner, and what a session lent a GPU runs in one call.
+GPU runner, and what turns a GPU node held for a few minutes into lesson pages the book can publish.
 
 It runs in the Python that runs it (the book's ``.venv``, or a cluster's own environment, e.g. a module's torch)
-and installs nothing, so it works on a compute node without network. In order:
+and reaches no network. Where that Python lacks the book's tools, ``--wheelhouse DIR`` (a folder ``make wheelhouse``
+filled where there is network) installs what it lacks into a private folder of the run
+(:mod:`gpukit.commands.node_packages`). In order:
 
 1. the environment, in a child Python: versions, driver, CUDA, the device, the commit, and how the versions differ
    from the book's lock (:func:`gpukit.commands.doctor.version_drift`). Where the lessons would find no usable GPU, the
    preflight runs (its lines say why) and the command stops there: the first line of the report gives the reason;
-2. in lanes, several at once where the GPU's memory and the cores allow (:func:`lane_count`): the GPU preflight
-   (``python -m gpukit doctor --gpu``), every lesson top to bottom with ``GPUKIT_REQUIRE_GPU=1`` and
-   ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, and the GPU-relevant tests (:data:`GPU_TESTS`) under pytest. The
-   lessons that publish speed measurements (notebook metadata ``"gpukit": {"run_alone": true}``) run one at a
-   time after the others where the time budget allows it, else in the lanes too (:func:`make_plan`);
-3. the benchmark (``python -m gpukit bench``), alone.
+2. the steps, in the order the time budget goes to them (:func:`make_plan`): the GPU preflight (``python -m gpukit
+   doctor --gpu``) and the lessons with no kept GPU run of their current code, then the GPU-relevant tests
+   (:data:`GPU_TESTS`) under pytest, then the benchmark (``python -m gpukit bench``), then the lessons already kept.
+   Each lesson runs top to bottom with ``GPUKIT_REQUIRE_GPU=1`` and ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the
+   lessons that publish speed measurements (notebook metadata ``"gpukit": {"run_alone": true}``) one at a time, the
+   others several at once where the GPU's memory and the cores allow (:func:`lane_count`).
 
 Every step has a time limit and the whole run a budget (:data:`BUDGET_S`, 9 minutes by default): a step that hangs
-is stopped at its limit, and a step that cannot start before the budget runs out is reported as not run. Steps
-start longest first (estimates: :data:`ESTIMATES_S`, measured on the first H100 run), which keeps the lanes even.
+is stopped at its limit, and a step whose estimate (:data:`ESTIMATES_S`) does not fit what is left of the budget is
+not started and is reported as left for the next run, which starts where this one stopped.
 
 It writes one folder, ``_build/gpu-check/<date>-<device>/`` (``GPUKIT_GPU_CHECK_DIR`` or ``--out`` choose
-another): ``report.md`` (first line: the verdict and its reason), ``environment.json``, ``gpu-check.json`` (every
-result), the executed notebooks, the benchmark's file, and each step's output in ``logs/``. It exits 1 on any
-failure. A lesson runs as the book's tests run it (:func:`as_tested`): each exercise's solution right after it,
-where it must pass its check on this device, so that this one run proves the solutions on a GPU; ``runs/`` keeps
-that run and ``notebooks/`` the lesson itself with its outputs. A lesson fails on an error in any cell (a solution's
-included), on a cell whose checked output (tag ``nbval-check-output``) differs from the stored one as nbval would
-compare them, and at its time limit; every line it wrote to stderr is listed, failure or not.
+another): ``report.md`` (first line: the verdict and its reason; then what was kept, what failed, what is left),
+``environment.json``, ``gpu-check.json`` (every result), the executed notebooks, the benchmark's file, and each
+step's output in ``logs/``. It exits 1 on any failure. A lesson runs as the book's tests run it (:func:`as_tested`):
+each exercise's solution right after it, where it must pass its check on this device, so that this one run proves
+the solutions on a GPU; ``runs/`` keeps that run and ``notebooks/`` the lesson itself with its outputs. A lesson
+fails on an error in any cell (a solution's included), on a cell whose checked output (tag ``nbval-check-output``)
+differs from the stored one as nbval would compare them, and at its time limit; every line it wrote to stderr is
+listed, failure or not.
 
-With ``--save-run`` it also keeps the lessons that passed as a GPU run (:func:`save_gpu_run`): a new folder under
+With ``--save-run`` it also keeps each lesson as soon as it passes as a GPU run (:class:`Keeper`): a new folder under
 ``data/gpu-runs/`` with the lessons' notebooks and their outputs, and a manifest of the device, driver, CUDA and its
 stack, versions, date, commit and each lesson's code hash (:func:`lesson_code_hash`). Committed, it is what `make
 book` builds a lesson's page from while the lesson's code is unchanged (scripts/execute_notebooks.py,
