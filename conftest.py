@@ -187,6 +187,8 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/book/test_gpu_runs.py::test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_"
     "lessons_code_changes":
         "lesson: 32 core-seconds, make gpu-check runs a lesson, then the book is built",
+    "tests/lessons/test_numba_lessons_gpu_required.py":
+        "slow: 14 core-seconds, lessons 09 and 16's Numba cells in child Pythons on the simulated node",
     "tests/book/test_wheelhouse.py::test_on_a_gpu_node_without_network_gpu_check_installs_from_the_wheelhouse_"
     "and_keeps_two_lessons":
         "lesson: make wheelhouse downloads (network), then gpu-check installs from it and runs two lessons",

@@ -47,6 +47,7 @@ from gpukit.topics.memory_access import count_accesses
 from gpukit.topics.simulators import (
     NumbaCudaUnavailable,
     is_numba_cuda_kernel,
+    node_lacks_toolkit,
     numba_cuda_advice,
     numba_cuda_cause,
     numba_simulating,
@@ -99,13 +100,15 @@ def _on_the_gpu(answer, blocks, threads, arrays):
     """(the output, the last of ``arrays``, after a launch on the GPU, None), or (None, what went wrong), or
     (None, None) where numba-cuda itself cannot run a kernel on this node (an error gpukit.topics.simulators knows,
     such as numba-cuda 0.30.4 beside NumPy 2.5): then the simulator's verdict stands, unless GPUKIT_REQUIRE_GPU
-    asks for the GPU, where NumbaCudaUnavailable says why."""
+    asks for the GPU, where NumbaCudaUnavailable says why; not for a library of the CUDA toolkit that numba-cuda
+    cannot find (libNVVM, NVRTC), the node's limitation, where lesson 16 skips its kernel cells (the check is run
+    only where its test kernel ran) and the simulator's verdict stands."""
     try:
         return run_on_the_gpu(answer, blocks, threads, *arrays)[-1], None
     except Exception as error:  # noqa: BLE001 - the reader's kernel: any error is the answer to report
         if numba_cuda_cause(error_line(error)) is None:
             return None, f"launching your kernel on the GPU raised {error_line(error)}"
-        if gpu_required():
+        if gpu_required() and not node_lacks_toolkit(error):
             raise NumbaCudaUnavailable(numba_cuda_advice(error)) from error
         return None, None
 

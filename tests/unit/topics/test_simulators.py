@@ -272,3 +272,158 @@ def test_the_probe_meets_numpy_2_5_where_numba_cuda_sets_up_its_target(tmp_path,
     script.write_text(PROBE, encoding="utf-8")
     run = run_python(str(script), env={"NUMBA_ENABLE_CUDASIM": "0", **forcing_env(numpy_2_5=True)})
     assert run.ok and run.stdout.strip().splitlines()[-1] == f'"{ROW_STACK}"', run.stderr
+
+
+# ---------------------------------------------------------------- the CUDA toolkit numba-cuda compiles with
+# A missing libNVVM (or NVRTC) is the node's limitation: the sentence says how to get it, and a lesson skips with it
+# even with GPUKIT_REQUIRE_GPU=1. A numba-cuda broken by the book's own environment still raises there.
+NO_LIBNVVM = 'Failure finding "libnvvm.so.4 or libnvvm.so": No such file: libnvvm.so.4 or libnvvm.so'
+NO_LIBNVRTC = 'Failure finding "libnvrtc.so.13 or libnvrtc.so.12": No such file: libnvrtc.so.13 or libnvrtc.so.12'
+DynamicLibNotFoundError = type("DynamicLibNotFoundError", (RuntimeError,), {})  # cuda.pathfinder's, by its name
+
+
+@pytest.mark.parametrize(("error", "lacks"), [
+    (DynamicLibNotFoundError(NO_LIBNVVM), True),
+    (DynamicLibNotFoundError(NO_LIBNVRTC), True),
+    (ImportError("libNVVM is not available"), True),  # numba-cuda's NvvmSupportError is an ImportError
+    ("NvvmSupportError: libNVVM cannot be found", True),
+    ("RuntimeError: Missing libdevice file.", True),
+    (AttributeError("module 'numpy' has no attribute 'row_stack'"), False),  # the book's environment
+    ("CudaSupportError: Error at driver init: CUDA driver library cannot be found.", False),  # no GPU
+    (DynamicLibNotFoundError('"cuda" is an NVIDIA driver library and can only be found via system search.'), False),
+])
+def test_a_missing_toolkit_library_is_told_apart(error, lacks):
+    assert simulators.node_lacks_toolkit(error) is lacks
+
+
+USE_SYSTEM_TOOLKIT = getattr(simulators, "use_system_toolkit", None)  # the real one, for its own tests
+
+
+@pytest.fixture(autouse=True)
+def no_system_toolkit_change(monkeypatch):
+    """numba_cuda_problem would point CUDA_HOME at /usr/local/cuda where that toolkit holds libNVVM: not from a test
+    of other things (the tests of use_system_toolkit pass it an environment of their own)."""
+    monkeypatch.setattr(simulators, "use_system_toolkit", lambda *args, **kwargs: None, raising=False)
+
+
+@pytest.fixture
+def no_libnvvm(monkeypatch):
+    """numba-cuda's first kernel fails for want of a toolkit library (NVRTC, as on a machine whose toolkit has
+    no NVRTC), and cuda.pathfinder finds no libNVVM either."""
+    monkeypatch.setattr(simulators, "try_numba_cuda", lambda: DynamicLibNotFoundError(NO_LIBNVRTC))
+    monkeypatch.setattr(simulators, "find_libnvvm", lambda: DynamicLibNotFoundError(NO_LIBNVVM), raising=False)
+
+
+@pytest.mark.parametrize("required", ["0", "1"])
+def test_without_libnvvm_the_problem_is_one_sentence_saying_how_to_get_it_even_with_a_gpu_required(
+        no_libnvvm, monkeypatch, required):
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", required)
+    sentence = simulators.numba_cuda_problem()
+    assert sentence.startswith(f"Numba's CUDA target cannot run a kernel here (DynamicLibNotFoundError: {NO_LIBNVVM}):"
+                               " numba-cuda "), sentence
+    assert "found no libNVVM" in sentence and "install 'numba-cuda[cu1" in sentence
+    assert "or set CUDA_HOME to a CUDA toolkit that has nvvm/lib64/libnvvm.so" in sentence
+    assert sentence.endswith("and restart the kernel.") and sentence.count(". ") == 0  # one sentence
+
+
+def test_without_nvrtc_alone_the_sentence_names_the_toolkits_compilers(monkeypatch):
+    monkeypatch.setattr(simulators, "try_numba_cuda", lambda: DynamicLibNotFoundError(NO_LIBNVRTC))
+    monkeypatch.setattr(simulators, "find_libnvvm", lambda: None, raising=False)  # libNVVM is there
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    sentence = simulators.numba_cuda_problem()
+    assert f"(DynamicLibNotFoundError: {NO_LIBNVRTC})" in sentence and "(NVVM, NVRTC)" in sentence
+    assert "libNVVM" not in sentence and "install 'numba-cuda[cu1" in sentence and "CUDA_HOME" in sentence
+
+
+def test_numpys_breakage_is_reported_first_and_raises_with_a_gpu_required_even_without_libnvvm(target_fails,
+                                                                                              monkeypatch):
+    """numba-cuda meets NumPy 2.5 before it loads any toolkit library: the book's environment is to blame, and a
+    GPU run says so, whatever the toolkit."""
+    monkeypatch.setattr(simulators, "find_libnvvm", lambda: DynamicLibNotFoundError(NO_LIBNVVM), raising=False)
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    with pytest.raises(simulators.NumbaCudaUnavailable, match="row_stack"):
+        simulators.numba_cuda_problem()
+
+
+def test_a_missing_numba_is_skipped_as_optional_import_skips_it_never_raised(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError, as where it is missing
+    monkeypatch.setattr(simulators, "try_numba_cuda", lambda: ModuleNotFoundError("No module named 'numba'"))
+    monkeypatch.setenv("GPUKIT_REQUIRE_GPU", "1")
+    assert simulators.numba_cuda_problem(needed_for="every kernel cell") == "Numba is not installed (see above)"
+    printed = capsys.readouterr().out
+    assert printed.startswith("Skipped: numba is not installed, so every kernel cell is skipped; install it with: ")
+    assert "numba==" in printed
+
+
+def test_find_libnvvm_asks_cuda_pathfinder_as_numba_cuda_does(monkeypatch):
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    asked = []
+
+    def missing(libname):
+        asked.append(libname)
+        raise pathfinder.DynamicLibNotFoundError(NO_LIBNVVM)
+
+    monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", missing)
+    error = simulators.find_libnvvm()
+    assert asked == ["nvvm"] and str(error) == NO_LIBNVVM and simulators.node_lacks_toolkit(error)
+    monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", lambda libname: asked.append(libname))
+    assert simulators.find_libnvvm() is None
+
+
+def toolkit(root, *, libnvvm="nvvm/lib64/libnvvm.so.4", nvcc=True):
+    """A CUDA toolkit's folders, as far as the search needs them: libNVVM where ``libnvvm`` says, and bin/nvcc."""
+    if libnvvm:
+        (root / libnvvm).parent.mkdir(parents=True)
+        (root / libnvvm).write_bytes(b"")
+    if nvcc:
+        (root / "bin").mkdir(parents=True)
+        (root / "bin" / "nvcc").write_text("#!/bin/sh\n")
+        (root / "bin" / "nvcc").chmod(0o755)
+    return root
+
+
+def test_cuda_home_is_set_to_the_system_toolkit_that_holds_libnvvm(tmp_path):
+    root = toolkit(tmp_path / "cuda")
+    environ = {"PATH": str(tmp_path / "empty")}
+    sentence = USE_SYSTEM_TOOLKIT(environ, root=str(root))
+    assert environ["CUDA_HOME"] == str(root) and sentence.startswith(f"CUDA_HOME={root}: ")
+    own_nvcc = {"PATH": str(root / "bin")}  # the toolkit's own nvcc first on PATH: the same toolkit
+    assert USE_SYSTEM_TOOLKIT(own_nvcc, root=str(root)) and own_nvcc["CUDA_HOME"] == str(root)
+
+
+@pytest.mark.parametrize("case", ["CUDA_HOME set", "CUDA_PATH set", "no libNVVM there", "libNVVM elsewhere there",
+                                  "another toolkit's nvcc first"])
+def test_cuda_home_is_left_alone_where_a_toolkit_is_named_or_that_one_has_no_libnvvm(tmp_path, case):
+    root = toolkit(tmp_path / "cuda", libnvvm={"no libNVVM there": None,
+                                                "libNVVM elsewhere there": "lib/libnvvm.so"}.get(case,
+                                                                                                 "nvvm/lib64/libnvvm.so"))
+    other = toolkit(tmp_path / "cuda-12.8", libnvvm=None)
+    environ = {"PATH": str(other / "bin") if case == "another toolkit's nvcc first" else ""}
+    if case.endswith(" set"):
+        environ[case.split()[0]] = str(other)
+    before = dict(environ)
+    assert USE_SYSTEM_TOOLKIT(environ, root=str(root)) is None
+    assert environ == before
+
+
+def test_the_search_numba_cuda_uses_looks_where_gpukit_expects():
+    """What use_system_toolkit and find_libnvvm rely on, read from the installed numba-cuda and cuda-pathfinder:
+    numba-cuda asks cuda.pathfinder for libNVVM; under CUDA_HOME that looks in nvvm/lib64 for libnvvm.so.4 or
+    libnvvm.so; and it reads CUDA_PATH and CUDA_HOME once per process (a cached function)."""
+    import importlib.util
+    from pathlib import Path
+
+    numba_cuda = importlib.util.find_spec("numba_cuda")  # read, not imported: importing numba fixes its mode
+    if numba_cuda is None:
+        pytest.skip("numba-cuda is not installed")
+    from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
+    from cuda.pathfinder._utils import env_vars
+
+    cuda_paths = (Path(numba_cuda.submodule_search_locations[0]) / "numba" / "cuda" / "cuda_paths.py").read_text()
+    get_nvvm = cuda_paths.split("def _get_nvvm():", 1)[1].split("\ndef ", 1)[0]
+    assert 'pathfinder.load_nvidia_dynamic_lib("nvvm")' in get_nvvm
+    nvvm = LIB_DESCRIPTORS["nvvm"]
+    assert tuple(nvvm.anchor_rel_dirs_linux) == ("/".join(simulators.NVVM_FOLDER),)
+    assert tuple(nvvm.linux_sonames) == simulators.NVVM_NAMES
+    assert hasattr(env_vars.get_cuda_path_or_home, "cache_info")  # functools.cache: read once
+    assert env_vars._CUDA_PATH_ENV_VARS_ORDERED == simulators.TOOLKIT_VARIABLES
