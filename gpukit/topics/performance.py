@@ -13,7 +13,8 @@ the columns ``"ID"``, ``"Kernel Name"``, ``"Section Name"``, ``"Metric Name"``, 
 the header are skipped) and :func:`ncu_summary` picks from one launch the achieved DRAM bandwidth
 (``dram__bytes.sum.per_second``), the achieved occupancy (the Occupancy section's "Achieved Occupancy") and the
 largest stall reason (the ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`` metrics, cycles per
-issued instruction). :data:`NCU_ARGS` is the command line that asks for all of them.
+issued instruction). The lesson's ``NCU_ARGS`` (with ``-k copy_rows -c 1``: one launch of one kernel) is the
+command line that asks for all of them.
 """
 
 from __future__ import annotations

@@ -28,8 +28,26 @@ def solution_blocks(label):
     return re.findall(r"```python\n(.*?)\n```", body, re.DOTALL)
 
 
-def test_torch_logs_show_each_recompilation_with_its_guard_and_the_graph_break():
+def with_run_tool(limit: float | None = None) -> dict:
+    """The names the TORCH_LOGS cell takes from the cells before it: os, and run_tool from the cell that builds the
+    CUDA program (its definitions only); with ``limit``, a run_tool that gives the child that many seconds, whatever the
+    cell asks (the seconds asked are kept in the namespace's ``asked``)."""
+    source = code_cell(LESSON, 'SOURCE = r"""')
     namespace = {"os": os, "subprocess": subprocess}
+    run_cell(source.split("\nprogram = None\n")[0], namespace)
+    if limit is not None:
+        run_tool, namespace["asked"] = namespace["run_tool"], []
+
+        def limited(command, seconds, **options):
+            namespace["asked"].append(seconds)
+            return run_tool(command, limit, **options)
+
+        namespace["run_tool"] = limited
+    return namespace
+
+
+def test_torch_logs_show_each_recompilation_with_its_guard_and_the_graph_break():
+    namespace = with_run_tool()
     printed = run_cell(cell('SCRIPT = """'), namespace)
     lines = printed.splitlines()
     assert sum(line.startswith("Recompiling function scaled") for line in lines) == 2  # 3 sizes, dynamic=False
@@ -37,6 +55,14 @@ def test_torch_logs_show_each_recompilation_with_its_guard_and_the_graph_break()
     assert any(line.startswith("Graph break in user code") for line in lines)
     assert any(line.startswith("Explanation:") and "`print`" in line for line in lines)
     assert all(len(line) <= 100 for line in lines)
+
+
+def test_a_child_that_does_not_finish_is_stopped_and_the_cell_says_so():
+    namespace = with_run_tool(limit=0.01)  # stopped before it has imported torch
+    printed = run_cell(cell('SCRIPT = """'), namespace)
+    assert namespace["asked"] == [120]  # about 5 s on an H100 node, 10 on this book's 2-core machine
+    assert printed.splitlines() == [f"{os.path.basename(namespace['sys'].executable)} did not finish within 0.01 s: "
+                                    "stopped"]
 
 
 def test_explain_counts_the_graphs_and_the_break_without_writing_to_stderr(tmp_path):

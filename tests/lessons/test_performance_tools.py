@@ -3,6 +3,11 @@ the two tools: small scripts that print what the tools print, in the layouts NVI
 details``: quoted columns, one row per metric; compute-sanitizer's memcheck: ``=========`` lines, an ``Invalid
 __global__ write`` block per bad access, an ``ERROR SUMMARY``). nvcc compiles the lesson's CUDA C++ program for
 real where it is installed (it needs no GPU).
+
+Each tool runs through the lesson's ``run_tool``, with a time limit (on an H100 node the sanitizer and ncu take
+seconds; a minute is their limit, so that a tool that waits on a lock or a busy GPU cannot hold the lesson past its
+own). A stand-in that never finishes shows each cell's limit, its sentence and the tool stopped: the limits are
+scaled down to a second here, and the tests check the seconds each cell asked for.
 """
 
 from __future__ import annotations
@@ -27,15 +32,42 @@ def cell(contains):
     return code_cell(LESSON, contains)
 
 
-def tool(folder: Path, name: str, prints: str, code: int = 0) -> str:
-    """An executable called ``name`` that logs its arguments to ``<name>.args`` and prints ``prints``."""
+def tool(folder: Path, name: str, prints: str, code: int = 0, hangs: bool = False) -> str:
+    """An executable called ``name`` that logs its arguments to ``<name>.args`` and its process id to ``<name>.pid``
+    and prints ``prints``; with ``hangs``, it then waits for ever (a profiler waiting on a lock)."""
     (folder / f"{name}.out").write_text(prints)
     path = folder / name
-    path.write_text(f"#!{sys.executable}\nimport sys\nopen({str(folder / (name + '.args'))!r}, 'w').write("
-                    f"'\\n'.join(sys.argv[1:]))\nprint(open({str(folder / (name + '.out'))!r}).read(), end='')\n"
-                    f"sys.exit({code})\n")
+    path.write_text(f"#!{sys.executable}\nimport os, sys, time\nopen({str(folder / (name + '.args'))!r}, 'w').write("
+                    f"'\\n'.join(sys.argv[1:]))\nopen({str(folder / (name + '.pid'))!r}, 'w').write(str(os.getpid()))\n"
+                    f"print(open({str(folder / (name + '.out'))!r}).read(), end='', flush=True)\n"
+                    f"while {hangs}:\n    time.sleep(1)\nsys.exit({code})\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
+
+
+def limits_scaled_down(namespace) -> list[float]:
+    """Replace the lesson's ``run_tool`` (bound by the cell that builds the program) by one that gives each tool one
+    second, whatever the cell asked; returns the list that collects the seconds each cell asked for."""
+    asked, run_tool = [], namespace["run_tool"]
+
+    def run_for_a_second(command, seconds, **options):
+        asked.append(seconds)
+        return run_tool(command, 1, **options)
+
+    namespace["run_tool"] = run_for_a_second
+    return asked
+
+
+def stopped(folder: Path, name: str) -> bool:
+    """Whether the stand-in ``name`` is no longer running (stopped and reaped; or stopped before it wrote its id)."""
+    if not (folder / f"{name}.pid").is_file():
+        return True
+    pid = int((folder / f"{name}.pid").read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 @pytest.fixture
@@ -99,6 +131,18 @@ def test_without_a_gpu_the_sanitizer_cell_prints_the_command(lesson, tmp_path, m
     assert not (tmp_path / "compute-sanitizer.args").exists()
 
 
+def test_a_sanitizer_that_does_not_finish_is_stopped_at_its_limit(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    lesson["program"] = str(tmp_path / "kernels")
+    sanitizer = tool(tmp_path, "compute-sanitizer", MEMCHECK, hangs=True)
+    lesson["cuda_tool"] = lambda name: sanitizer if name == "compute-sanitizer" else None
+    asked = limits_scaled_down(lesson)
+    printed = run_cell(cell('sanitizer = cuda_tool("compute-sanitizer")'), lesson)
+    assert asked == [60]  # a minute: seconds on an H100 node
+    assert printed == "compute-sanitizer did not finish within 1 s: stopped\n"
+    assert stopped(tmp_path, "compute-sanitizer")
+
+
 # ------------------------------------------------------------------------------------------ ncu
 def test_ncu_profiles_the_copy_and_the_cell_prints_its_three_numbers(lesson, gpu, tmp_path, monkeypatch):
     compile_cell(lesson, monkeypatch, None)
@@ -111,7 +155,7 @@ def test_ncu_profiles_the_copy_and_the_cell_prints_its_three_numbers(lesson, gpu
     assert args[:3] == ["--csv", "--page", "details"]
     for section in ("SpeedOfLight", "Occupancy", "WarpStateStats"):
         assert ["--section", section] == args[args.index(section) - 1:args.index(section) + 1]
-    assert args[-3:] == ["-k", "copy_rows", str(tmp_path / "kernels")]
+    assert args[-5:] == ["-k", "copy_rows", "-c", "1", str(tmp_path / "kernels")]  # one launch of copy_rows
     assert printed == (f"{KERNEL}: DRAM 2779 GB/s, achieved occupancy 83%, main stall: long_scoreboard "
                        "(48.9 cycles per instruction)\n")
 
@@ -128,6 +172,20 @@ def test_ncu_without_permission_to_the_counters_says_so(lesson, gpu, tmp_path, m
     assert printed.startswith("ncu gave no metrics:") and "ERR_NVGPUCTRPERM" in printed
 
 
+def test_an_ncu_that_does_not_finish_is_stopped_at_its_limit(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    lesson["program"] = str(tmp_path / "kernels")
+    ncu = tool(tmp_path, "ncu", "==PROF== Connected to process 4242\n", hangs=True)
+    monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
+    asked = limits_scaled_down(lesson)
+    printed = run_cell(cell("NCU_ARGS = ["), lesson)
+    assert printed.split() == ["ncu", *lesson["NCU_ARGS"], "-k", "copy_rows", "-c", "1", "./kernels"]
+    printed = run_cell(cell("from gpukit.topics.performance import ncu_summary"), lesson)
+    assert asked == [60]
+    assert printed == "ncu did not finish within 1 s: stopped\n"
+    assert stopped(tmp_path, "ncu")
+
+
 # ------------------------------------------------------------------------------------------ nvcc
 def test_nvcc_builds_the_program_without_a_gpu(lesson, monkeypatch):
     from gpukit.base.nvcc import find_nvcc
@@ -141,6 +199,20 @@ def test_nvcc_builds_the_program_without_a_gpu(lesson, monkeypatch):
     program = Path(lesson["program"])
     assert program.is_file() and os.access(program, os.X_OK)
     assert b"fill_unguarded" in program.read_bytes() and b"copy_rows" in program.read_bytes()
+
+
+def test_an_nvcc_that_does_not_finish_is_stopped_and_there_is_no_program(lesson, tmp_path, monkeypatch):
+    nvcc = tool(tmp_path, "nvcc", "", hangs=True)
+    monkeypatch.setattr(shutil, "which", lambda name: nvcc if name == "nvcc" else None)
+    monkeypatch.setenv("CUDA_HOME", "/nonexistent")
+    source = cell('SOURCE = r"""')
+    definitions, build = source.split("\nprogram = None\n")  # run_tool is defined before the build
+    run_cell(definitions, lesson)
+    asked = limits_scaled_down(lesson)
+    printed = run_cell("program = None\n" + build, lesson)
+    assert asked == [60]  # seconds on a GPU node or on this book's 2-core machine
+    assert printed == "nvcc did not finish within 1 s: stopped\n" and lesson["program"] is None
+    assert stopped(tmp_path, "nvcc")
 
 
 def test_without_nvcc_the_build_skips_and_the_tools_have_no_program(lesson, gpu, monkeypatch):
