@@ -251,11 +251,9 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
         "slow: 3 core-seconds, the lesson's explain cell in a child Python",
     "tests/lessons/test_training_at_scale_gpu_paths.py::test_outputs_stops_a_rank_that_overruns_by_its_pid":
         "slow: 3 core-seconds, starts ranks in child Pythons and stops one by its pid",
-    "tests/lessons/test_training_at_scale_gpu_paths.py::test_fits_reports_an_out_of_memory_error_for_each_size_"
-    "that_fails":
-        "slow: 3 core-seconds, the lesson's fits.py in a child Python (shared with the next test)",
-    "tests/lessons/test_training_at_scale_gpu_paths.py::test_fits_tries_fewer_parameters_than_predicted_then_more":
-        "slow: 3 core-seconds, the lesson's fits.py in a child Python (shared with the test before)",
+    "tests/lessons/test_training_at_scale_gpu_paths.py::test_the_fsdp2_job_on_a_gpu_node_keeps_its_gloo_ranks_off_"
+    "the_gpu":
+        "server: about 9 core-seconds, two gloo ranks on the loopback run the lesson's FSDP2 script",
     "tests/unit/topics/test_memory_access.py::test_a_missing_barrier_is_a_race_on_every_run":
         "slow: 2 core-seconds, Numba's simulator launched at two thread switch intervals",
     "tests/lessons/test_precision_training.py::test_the_regression_learns_at_the_gpus_width_in_both_precisions":

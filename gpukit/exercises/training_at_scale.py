@@ -10,16 +10,16 @@
   run's; and a forward hook on each block records the order in which blocks run again during the backward pass,
   which must be the reverse of the forward order, one block at a time (one checkpoint around the whole stack
   saves as little but brings every block's activations back at once: wasteful).
-- ``ex-scale-fully-shard`` (device code): ``shard_model(model, mesh)``, run on a model of the check's own (blocks
-  in ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process
-  group that the check makes (gloo, or NCCL for a CUDA device; rendezvous through a file, gloo on the loopback
-  interface) and ends, with a device mesh of the lesson's device type over it. Every parameter must be a DTensor
-  sharded on dim 0 over that mesh (without ``mesh=``, fully_shard makes a mesh of the machine's accelerator,
-  which is not the lesson's device where a GPU machine runs the lesson on its CPU); every block and the root
-  must be FSDP units; gathering one unit
-  (``unshard``) must bring back exactly that unit's parameters (a block's own, or for the root only the head's),
-  so that no unit gathers the whole model; after a forward pass the blocks' parameters must be sharded again
-  (``reshard_after_forward=False`` keeps them whole: wasteful); and the output must equal the unsharded model's.
+- ``ex-scale-fully-shard`` (device code): ``shard_model(model, mesh)``, run on a model of the check's own (blocks in
+  ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process group that
+  the check makes (gloo, or NCCL bound to the lesson's GPU for a CUDA device; rendezvous through a file, both backends
+  on the loopback interface) and destroys, with a device mesh of the lesson's device type over it. Every parameter
+  must be a DTensor sharded on dim 0 over that mesh (without ``mesh=``, fully_shard makes a mesh of the machine's
+  accelerator, which is not the lesson's device where a GPU machine runs the lesson on its CPU); every block and the
+  root must be FSDP units; gathering one unit (``unshard``) must bring back exactly that unit's parameters (a block's
+  own, or for the root only the head's), so that no unit gathers the whole model; after a forward pass the blocks'
+  parameters must be sharded again (``reshard_after_forward=False`` keeps them whole: wasteful); and the output must
+  equal the unsharded model's.
 - ``ex-scale-ring-bytes`` (a number): the bytes each of 16 ranks sends in one FSDP2 step of a 1.3e9-parameter
   model in bfloat16: two all-gathers and one reduce-scatter, 3 x 15/16 x 2.6e9. DDP's all-reduce, the whole
   tensor, and forgetting a collective are named.
@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+
+from gpukit.topics.distributed import loopback_interface
 
 from .checking import Exercise, register
 from .checking import keep_output as _kept
@@ -223,28 +225,56 @@ def _shardable_model(device):
 
 @contextlib.contextmanager
 def _process_group(device):
-    """The process group that exists, else a one-process gloo group (NCCL on CUDA) made here and ended after."""
+    """The process group that exists, else a one-process group made here and ended after (destroyed, so that a later
+    check, or the solution's run after the learner's, can make its own): gloo for the CPU, NCCL for a CUDA device
+    (gloo where this torch has no NCCL).
+
+    What NCCL needs here, by construction (torch/distributed/distributed_c10d.py, init_process_group): a rendezvous,
+    a file store (so no MASTER_ADDR or MASTER_PORT); ``device_id``, the lesson's GPU with its index (a bare "cuda"
+    means the current device), which binds the group to it and forms NCCL's communicator at once; and that GPU made
+    the current device for the while (torch.cuda.set_device), because FSDP2 puts a CUDA mesh's shards on the
+    current device (torch/distributed/fsdp/_fully_shard/_fsdp_init.py, _get_device_from_mesh). Before the group
+    is destroyed the GPU finishes its work; then the current device is put back. Both backends are told to use
+    the loopback interface for the while (gloo reads GLOO_SOCKET_IFNAME when a group is made, NCCL its bootstrap's
+    NCCL_SOCKET_IFNAME), and the variables are put back afterwards."""
+    import torch
     import torch.distributed as dist
 
     if dist.is_initialized():
         yield
         return
-    # A one-process group: the rendezvous is a file, and gloo is told to use the loopback interface for the
-    # while (gloo reads GLOO_SOCKET_IFNAME when the group is made); the variable is put back afterwards.
-    backend = "nccl" if str(device).startswith("cuda") and dist.is_nccl_available() else "gloo"
-    before = os.environ.get("GLOO_SOCKET_IFNAME")
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo" if os.uname().sysname == "Linux" else "lo0"
+    on = torch.device(device)
+    nccl = on.type == "cuda" and dist.is_nccl_available()
+    names = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    before = {name: os.environ.get(name) for name in names}
+    previous = None  # the kernel's current CUDA device, put back afterwards
     with tempfile.TemporaryDirectory() as folder:
+        os.environ.update(dict.fromkeys(names, loopback_interface()))
         try:
-            dist.init_process_group(backend, init_method=f"file://{folder}/store", rank=0, world_size=1)
-            yield
+            bound = {}
+            if nccl:
+                previous = torch.cuda.current_device()
+                on = torch.device("cuda", previous if on.index is None else on.index)
+                torch.cuda.set_device(on)
+                bound["device_id"] = on
+            dist.init_process_group("nccl" if nccl else "gloo", init_method=f"file://{folder}/store", rank=0,
+                                    world_size=1, **bound)
+            try:
+                yield
+            finally:
+                try:
+                    if nccl:
+                        torch.cuda.synchronize(on)  # nothing of the check's left running on the group
+                finally:
+                    dist.destroy_process_group()
         finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            if before is None:
-                os.environ.pop("GLOO_SOCKET_IFNAME", None)
-            else:
-                os.environ["GLOO_SOCKET_IFNAME"] = before
+            if previous is not None:
+                torch.cuda.set_device(previous)
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def _sharded_per_block(answer, device) -> str | None:

@@ -4,29 +4,40 @@ with what they need forced or stood in for.
 - the allocator cell, with CUDA faked (tests/support/fake_cuda.py) and the allocator's counters stood in for by a
   count of the bytes of live tensors, prints the memory kept after the forward pass and the step's peak, plain
   and checkpointed, and the checkpointed run keeps less;
-- fits.py, the largest-model check, with a budget so small that even 0.9 times the prediction fails: the
-  script reports the error for both sizes instead of crashing, and the hidden cell's sentence follows every
-  outcome (both as predicted, both fit, none fit);
-- the notebook's ``outputs`` stops a rank that overruns its time (by its pid), so a hang cannot hang the page;
-- the flight-recorder cell on NCCL (forced: ``backend = "nccl"``, the ranks stood in for by processes that print
-  NCCL's lines and write a dump file) runs to its end and hands the dump folder to torchfrtrace;
+- fits.py, the largest-model check, run on a stand-in GPU (:class:`GpuMemory`: a caching allocator's memory, with
+  neighbours that hold some of it, and an out-of-memory error at the size chosen, whatever else runs here): each
+  try is sized from what the GPU has free when it starts and the cell says so; with so little free that even 0.9
+  times the prediction fails, the script reports the error for both sizes instead of crashing; the hidden cell's
+  sentence follows every outcome (both as predicted, both fit, none fit); and the lesson runs alone, saying why;
+- the notebook's ``outputs`` stops a rank that overruns its time (by its pid), so a hang cannot hang the page, and
+  gloo's ranks are shown no GPU;
+- the flight-recorder cell on NCCL (forced: two GPUs, the ranks stood in for by processes that print NCCL's lines
+  and write a dump file) runs to its end and hands the dump folder to torchfrtrace;
 - the CUBLAS_WORKSPACE_CONFIG cell on a GPU prints the last line of the child's error, or says that there was
-  none.
+  none;
+- the FSDP2 job's cells on a simulated GPU node (tests/support/gpu_node, with torch's accelerator API answering as
+  a CUDA build does): its gloo ranks train, and none of them touches the GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import runpy
 import subprocess
 import sys
 import time
+import types
 import weakref
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.support.lesson_code import Glued, code_cell, gluing, lesson, run, run_cell
+from tests.support.gpu_node import gpu_node_env
+from tests.support.lesson_code import ROOT, Glued, code_cell, gluing, lesson, notebook, run, run_cell
 
 LESSON = "17-training-at-scale"
 
@@ -98,53 +109,150 @@ def test_the_allocator_cell_measures_plain_and_checkpointed_steps_on_cuda(fake_c
 
 
 # ------------------------------------------------------------------------------------------ the largest model
-def fits_script(tmp_path: Path) -> Path:
-    text = cell('%%writefile "{scripts}/fits.py"')
+class GpuMemory:
+    """A stand-in for one GPU's memory as PyTorch's caching allocator and CUDA report it, for fits.py run on the CPU
+    (:func:`run_fits`): every storage an operation makes takes its bytes from the GPU while it lives, and an
+    allocation that would take this process past ``capacity`` less what the neighbours (other programs on the GPU)
+    hold raises ``error`` (``torch.OutOfMemoryError``, as the allocator does once it has emptied its cache); a freed
+    storage's bytes stay reserved in this process's cache until ``empty_cache`` hands them back; ``mem_get_info``
+    answers (free, total): the capacity less what this process has reserved and what the neighbours hold. The
+    neighbours hold ``neighbours[n]`` bytes once the process has made n optimizer steps (a step ends fits.py's
+    warm-up and each of its tries), the last entry from then on. Nothing depends on what else runs on the machine."""
+
+    def __init__(self, capacity, neighbours=(0,), error=torch.OutOfMemoryError):
+        self.capacity, self.neighbours, self.error = capacity, list(neighbours), error
+        self.sizes: dict[int, int] = {}  # the live storages: address -> bytes
+        self.reserved = 0
+        self.steps = 0
+        self.readings: list[int] = []
+
+    def live(self) -> int:
+        return sum(self.sizes.values())
+
+    def neighbour(self) -> int:
+        return self.neighbours[min(self.steps, len(self.neighbours) - 1)]
+
+    def made(self, tensor):
+        if not isinstance(tensor, torch.Tensor):
+            return
+        storage = tensor.untyped_storage()
+        address, size = storage.data_ptr(), storage.nbytes()
+        if not size or address in self.sizes:  # empty, a view, or an operation in place
+            return
+        if self.live() + size > self.capacity - self.neighbour():
+            free = self.capacity - self.neighbour() - self.live()
+            raise self.error(f"CUDA out of memory. Tried to allocate {size} bytes ({free} bytes free)")
+        self.sizes[address] = size
+        self.reserved = max(self.reserved, self.live())
+        weakref.finalize(storage, self.sizes.pop, address, None)
+
+    def mem_get_info(self, device=None):
+        free = self.capacity - self.neighbour() - max(self.reserved, self.live())
+        self.readings.append(free)
+        return free, self.capacity
+
+    def empty_cache(self):
+        self.reserved = self.live()
+
+
+@contextlib.contextmanager
+def on_the_gpu(memory):
+    """While it lasts: tensors asked for on "cuda" are made on the CPU, each taking its bytes from ``memory``."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class OnTheCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "cuda":
+                kwargs["device"] = "cpu"
+            return func(*args, **kwargs)
+
+    class Allocating(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for leaf in tree_leaves(out):
+                memory.made(leaf)
+            if "adam" in str(func):  # the optimizer's step (fused: one operation for every parameter)
+                memory.steps += 1
+            return out
+
+    with OnTheCpu(), Allocating():
+        yield
+
+
+def run_fits(tmp_path: Path, monkeypatch, memory: GpuMemory, width: int = 256) -> list[dict]:
+    """fits.py (the lesson's %%writefile cell) run as ``python fits.py cuda WIDTH 0`` in this process, on the stand-in
+    GPU ``memory``: what it printed, one record per try."""
     path = tmp_path / "fits.py"
-    path.write_text(text.split("\n", 1)[1], encoding="utf-8")
-    return path
+    path.write_text(cell('%%writefile "{scripts}/fits.py"').split("\n", 1)[1], encoding="utf-8")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", memory.mem_get_info)
+    monkeypatch.setattr(torch.cuda, "empty_cache", memory.empty_cache)
+    monkeypatch.setattr(sys, "argv", [str(path), "cuda", str(width), "0"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), on_the_gpu(memory):
+        runpy.run_path(str(path), run_name="__main__")
+    return [json.loads(line) for line in printed.getvalue().splitlines()]
 
 
-# One child Python runs fits.py twice, as __main__ each time (each run sets RLIMIT_DATA from the data segment it
-# finds, so the second run's limit is its own): one import of torch for both tests. The 64 KiB run goes first, while
-# the segment holds no freed memory that the allocator could hand out again under the cap.
-FITS_TWICE = """
-import runpy, sys
-fits, budgets = sys.argv[1], sys.argv[2:]
-for budget in budgets:
-    sys.argv = [fits, "cpu", "256", budget]
-    runpy.run_path(fits, run_name="__main__")
-    print("END", flush=True)
-"""
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError, MemoryError])
+def test_fits_reports_an_out_of_memory_error_for_each_size_that_fails(tmp_path, monkeypatch, error):
+    # 64 KiB free: the smallest model it tries, one layer of 256 x 256 (1 MiB with Adam), needs more.
+    memory = GpuMemory(64 * 1024, error=error)
+    tries = run_fits(tmp_path, monkeypatch, memory)
+    assert [t["share"] for t in tries] == [0.9, 1.1], tries
+    assert [t["budget"] for t in tries] == memory.readings[-2:], (tries, memory.readings)
+    assert all(t["predicted"] == t["budget"] / 16 and t["total"] == 64 * 1024 for t in tries), tries
+    assert all(t["parameters"] == 256**2 and t["error"].startswith(f"{error.__name__}: CUDA out of memory")
+               for t in tries), tries
 
 
-@pytest.fixture(scope="module")
-def fits_runs(tmp_path_factory):
-    """What fits.py printed, one list of records per budget: 64 KiB, then 4 MiB."""
-    script = fits_script(tmp_path_factory.mktemp("fits"))
-    run = subprocess.run([sys.executable, "-c", FITS_TWICE, script, str(64 * 1024), str(4 * 2**20)],
-                         capture_output=True, text=True, timeout=120, check=True)
-    runs = [[json.loads(line) for line in part.strip().splitlines()] for part in run.stdout.split("END")[:-1]]
-    assert len(runs) == 2, run.stdout
-    return runs
+def test_fits_tries_fewer_parameters_than_predicted_then_more(tmp_path, monkeypatch):
+    # About 4 MiB free (the neighbours hold the rest): 262,144 parameters predicted, four layers of 256 x 256.
+    # Rounding both shares to the nearest layer would try four layers twice; the script takes whole layers below
+    # 0.9 and above 1.1 times the prediction.
+    under, over = run_fits(tmp_path, monkeypatch, GpuMemory(64 * 2**20, neighbours=[60 * 2**20]))
+    assert under["parameters"] <= 0.9 * under["predicted"] < 1.1 * over["predicted"] <= over["parameters"]
+    assert 0.99 < over["predicted"] / under["predicted"] <= 1
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU check caps RLIMIT_DATA, Linux only")
-def test_fits_reports_an_out_of_memory_error_for_each_size_that_fails(fits_runs):
-    # A budget of 64 KiB: the smallest model it tries, one layer of 256 x 256 (1 MiB with Adam), needs more.
-    budget, *tries = fits_runs[0]
-    assert budget["predicted"] == 64 * 1024 / 16
-    assert [t["share"] for t in tries] == [0.9, 1.1]
-    assert all(t["parameters"] == 256**2 and "Error" in t["error"] for t in tries), tries
+def test_fits_sizes_each_try_from_what_the_gpu_has_free_when_it_starts_and_says_so(tmp_path, monkeypatch):
+    """A neighbour (another lesson on the same GPU) holds 40 of the GPU's 80 MiB while fits.py warms up and makes its
+    first try, then ends. Each try must be sized from what is free when it starts, with what fits.py's own first try
+    left in PyTorch's cache handed back: sized from the first reading, the 1.1 try would fit in the memory the
+    neighbour left, and the check would contradict a prediction it never made; sized from a reading with the first
+    try's memory still cached, too."""
+    mib = 2**20
+    memory = GpuMemory(80 * mib, neighbours=[40 * mib, 40 * mib, 0])
+    tries = run_fits(tmp_path, monkeypatch, memory)
+    first, second = tries
+    assert 39 * mib < first["budget"] <= 40 * mib and "error" not in first, tries
+    assert 79 * mib < second["budget"] <= 80 * mib, tries  # the neighbour gone, the first try's cache handed back
+    assert second["error"].startswith("OutOfMemoryError"), tries
+    assert [t["total"] for t in tries] == [80 * mib] * 2
+    # The lesson's cell says what each try was sized from: the memory free, of the GPU's total.
+    done = types.SimpleNamespace(stdout="".join(json.dumps(t) + "\n" for t in tries))
+    namespace = {"device": "cuda:0", "on_gpu": True, "scripts": tmp_path, "sys": sys,
+                 "skip_unless": lambda condition, why: condition}
+    run("import json, subprocess\n", namespace)
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: done)
+    printed = run_cell(cell('scripts / "fits.py", fits_on'), namespace).splitlines()
+    assert printed[0].startswith("0.9 x the prediction for 40 MiB free of 80 MiB: "), printed
+    assert printed[1].startswith("1.1 x the prediction for 80 MiB free of 80 MiB: "), printed
+    assert "OutOfMemoryError" in printed[1], printed
+    glued = Glued()
+    run(gluing(lesson(LESSON), "fits_story"), {**namespace, "glue": glued})
+    assert glued["fits_story"].startswith("Both ran as predicted"), glued
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU check caps RLIMIT_DATA, Linux only")
-def test_fits_tries_fewer_parameters_than_predicted_then_more(fits_runs):
-    # 4 MiB: 262,144 parameters predicted, four layers of 256 x 256. Rounding both shares to the nearest layer
-    # would try four layers twice; the script takes whole layers below 0.9 and above 1.1 times the prediction.
-    budget, under, over = fits_runs[1]
-    assert budget["predicted"] == 4 * 2**20 / 16
-    assert under["parameters"] <= 0.9 * budget["predicted"] < 1.1 * budget["predicted"] <= over["parameters"]
+def test_the_lesson_runs_alone_because_fits_takes_most_of_the_gpus_free_memory():
+    """make gpu-check runs the lessons side by side on one GPU; fits.py's tries take nearly all of its free memory,
+    which another lesson's allocations would then miss (and the reverse): the lesson runs alone, and says why."""
+    metadata = notebook(LESSON)["metadata"]["gpukit"]
+    assert metadata["run_alone"] is True
+    assert metadata["run_alone_why"] == "fits.py takes most of the GPU's free memory"
+    assert metadata["gpus"] == 2  # the keys it had are kept
 
 
 @pytest.mark.parametrize("tries, words", [
@@ -162,18 +270,29 @@ def test_the_sentence_on_the_largest_model_follows_every_outcome(tries, words):
 
 
 # ------------------------------------------------------------------------------------------ stopping a hang
-def test_outputs_stops_a_rank_that_overruns_by_its_pid(tmp_path):
-    namespace = {"scripts": tmp_path, "backend": "gloo"}
+def the_plan(monkeypatch, gpus: int) -> dict:
+    """The names the lesson's plan cell binds (backend, ranks, the ranks' environment) where the kernel runs on a GPU
+    and torch counts ``gpus`` of them."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    namespace = {"torch": torch, "on_gpu": True}
+    run_cell(cell('backend = "nccl" if gpus >= 2 else "gloo"'), namespace)
+    return {name: value for name, value in namespace.items() if name not in ("torch", "on_gpu", "__builtins__")}
+
+
+def test_outputs_stops_a_rank_that_overruns_by_its_pid(tmp_path, monkeypatch):
+    namespace = {"scripts": tmp_path, **the_plan(monkeypatch, gpus=1)}  # gloo's CPU ranks on a one-GPU node
     run("import os, subprocess, sys, time\nfrom gpukit.topics.distributed import worker_env\n", namespace)
     run(cell("def start_ranks(script, n, **env):"), namespace)
     sleeper = tmp_path / "sleeper.py"
-    sleeper.write_text("import sys, time\nprint('rank', sys.argv[1], flush=True)\ntime.sleep(600)\n")
+    sleeper.write_text("import os, sys, time\nprint('rank', sys.argv[1], 'GPUs', repr(os.environ.get("
+                       "'CUDA_VISIBLE_DEVICES')), flush=True)\ntime.sleep(600)\n")
     started = time.monotonic()
     processes = namespace["start_ranks"](sleeper, 2)
     texts = namespace["outputs"](processes, 3)
     assert time.monotonic() - started < 30
     assert all(p.returncode is not None for p in processes)
     assert all("[stopped by the notebook]" in text for text in texts), texts
+    assert all("GPUs ''" in text for text in texts), texts  # gloo's ranks are shown no GPU
 
 
 # ------------------------------------------------------------------------------------------ NCCL's cells
@@ -187,8 +306,9 @@ sys.exit(1)
 """
 
 
-def test_the_flight_recorder_cell_runs_on_nccl(tmp_path):
-    namespace = {"scripts": tmp_path, "backend": "nccl", "skip_unless": lambda condition, why: condition}
+def test_the_flight_recorder_cell_runs_on_nccl(tmp_path, monkeypatch):
+    namespace = {"scripts": tmp_path, **the_plan(monkeypatch, gpus=2), "skip_unless": lambda condition, why: condition}
+    assert namespace["backend"] == "nccl" and namespace["ranks_env"] == {}  # NCCL's ranks keep their GPUs
     run("import os, subprocess, sys, textwrap, time\nfrom gpukit.topics.distributed import worker_env\n", namespace)
     run(cell("def start_ranks(script, n, **env):"), namespace)
     (tmp_path / "hang.py").write_text(STAND_IN_RANK)  # the ranks: NCCL's line, a dump file, a failure
@@ -264,3 +384,152 @@ def test_fsdp_shards_on_the_ranks_device_where_the_machine_has_a_gpu(tmp_path, m
         params = list(model.parameters())
         assert all(isinstance(p, DTensor) and p.device.type == "cpu" for p in params)
         assert model(torch.randn(4, script.WIDTH)).device.type == "cpu"
+
+
+# ------------------------------------------------------------------------------------------ FSDP2's ranks on a GPU node
+# torch's accelerator API as a CUDA build of torch answers it on the GPU node, added to the simulated node's torch.cuda
+# (tests/support/gpu_node fakes torch.cuda and NCCL only): torch._C._get_accelerator() is CUDA, the accelerator torch
+# was built for, whatever CUDA_VISIBLE_DEVICES hides; torch.accelerator.is_available(), device_count() and
+# current_accelerator(check_available=True) follow torch.cuda, which honours CUDA_VISIBLE_DEVICES. What would use the
+# GPU (its current stream or device, a synchronisation) is noted in the file GPUKIT_TEST_GPU_TOUCHED names and
+# raises, as a tensor on "cuda" does on the simulated node. Python runs it as the sitecustomize after the simulated
+# node's (which runs the next one on the path).
+GPU_NODE_ACCELERATOR = """
+import os
+import sys
+
+
+def _as_on_the_gpu_node(torch):
+    cuda = torch.device("cuda")
+
+    def touched(name):
+        def call(*args, **kwargs):
+            with open(os.environ["GPUKIT_TEST_GPU_TOUCHED"], "a") as log:
+                log.write(f"pid {os.getpid()}: torch.accelerator.{name}\\n")
+            raise RuntimeError(f"a CPU process used the GPU: torch.accelerator.{name}")
+        return call
+
+    def current_accelerator(check_available=False):
+        return None if check_available and not torch.cuda.is_available() else cuda
+
+    torch._C._get_accelerator = lambda: cuda
+    torch.accelerator.is_available = lambda: torch.cuda.is_available()
+    torch.accelerator.device_count = lambda: torch.cuda.device_count()
+    torch.accelerator.current_accelerator = current_accelerator
+    for name in ("current_stream", "current_device_index", "set_device_index", "synchronize"):
+        setattr(torch.accelerator, name, touched(name))
+
+
+class AfterTorch:
+    busy = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "torch" or cls.busy:
+            return None
+        cls.busy = True  # the other finders (the simulated node's among them) look for torch themselves
+        try:
+            spec = next(filter(None, (finder.find_spec(name, path, target) for finder in sys.meta_path
+                                      if finder is not cls and hasattr(finder, "find_spec"))), None)
+        finally:
+            cls.busy = False
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _as_on_the_gpu_node(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, AfterTorch)
+"""
+
+
+# A rank of the job, started without torchrun (whose rendezvous store would listen on every interface where no
+# loopback-only namespace can be made): a plain process, given torchrun's variables, that meets the others through a
+# file and runs the script as __main__.
+RANK = """
+import os, runpy, sys
+
+import torch.distributed as dist
+
+store, script = sys.argv[1], sys.argv[2]
+init = dist.init_process_group
+
+
+def init_process_group(backend=None, **options):  # the rendezvous: a file, not torchrun's store
+    options.setdefault("init_method", f"file://{store}")
+    options.setdefault("rank", int(os.environ["RANK"]))
+    options.setdefault("world_size", int(os.environ["WORLD_SIZE"]))
+    return init(backend, **options)
+
+
+dist.init_process_group = init_process_group
+sys.argv = sys.argv[2:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def torchrun_on(node_env: dict[str, str], rank_script: Path):
+    """A stand-in for gpukit's run_torchrun: ``nproc`` processes of :data:`RANK` in the environment a node gives
+    (``node_env``), with what run_torchrun adds to it (worker_env, then the cell's ``env``); each one still running
+    after ``timeout`` is stopped by its pid."""
+    from gpukit.topics.distributed import DistributedRun, worker_env
+
+    def run_torchrun(script, *args, nproc, timeout=120, threads=1, env=None, isolate=True):
+        store = rank_script.with_name(f"store-{time.time_ns()}")
+        started = time.perf_counter()
+        ranks = [subprocess.Popen([sys.executable, str(rank_script), str(store), str(script), *map(str, args)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, **node_env, **worker_env(threads), **(env or {}),
+                                       "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc)})
+                 for rank in range(nproc)]
+        outs, errs = {}, {}
+        for rank, process in enumerate(ranks):
+            try:
+                outs[rank], errs[rank] = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                outs[rank], errs[rank] = process.communicate()
+        status = next((p.returncode for p in ranks if p.returncode), 0)
+        return DistributedRun(status, outs, errs, "", time.perf_counter() - started, "here")
+
+    return run_torchrun
+
+
+def test_the_fsdp2_job_on_a_gpu_node_keeps_its_gloo_ranks_off_the_gpu(tmp_path, monkeypatch):
+    """On a node with one GPU the lesson's FSDP2 job runs its ranks on the CPU, over gloo. There torch still turns to
+    the GPU from them unless told otherwise: Adam's step asks the accelerator's current stream whether a CUDA graph is
+    being captured (torch/optim/optimizer.py, _accelerator_graph_capture_health_check), DeviceMesh makes a group of
+    its own where CUDA is available beside a gloo group (torch/distributed/device_mesh.py, _init_one_process_group),
+    and fully_shard without a mesh takes the accelerator (_fsdp_init.py, _init_default_mesh). The lesson's own cells
+    (the plan as the node's torch makes it, the job, the losses), the ranks in the node's environment (simulated,
+    with torch's accelerator API answering as a CUDA build does): the job must run, and no rank may touch the GPU.
+    Two ranks, not the lesson's three: the question is the same, at less cost."""
+    import gpukit.topics.distributed
+
+    site, scripts = tmp_path / "accelerator", tmp_path / "scripts"
+    site.mkdir()
+    scripts.mkdir()
+    (site / "sitecustomize.py").write_text(GPU_NODE_ACCELERATOR, encoding="utf-8")
+    (scripts / "rank.py").write_text(RANK, encoding="utf-8")
+    for name in ("collectives.py", "fsdp_vs_ddp.py"):
+        (scripts / name).write_text(cell(f'%%writefile "{{scripts}}/{name}"').split("\n", 1)[1], encoding="utf-8")
+    touched = tmp_path / "touched.txt"
+    node_env = gpu_node_env({"PYTHONPATH": str(ROOT)}, parts=("torch",), cxx=None)
+    node_env.update(PYTHONPATH=node_env["PYTHONPATH"] + os.pathsep + str(site), GPUKIT_TEST_GPU_TOUCHED=str(touched))
+    monkeypatch.setattr(gpukit.topics.distributed, "run_torchrun", torchrun_on(node_env, scripts / "rank.py"))
+    namespace = {"scripts": scripts, **the_plan(monkeypatch, gpus=1), "ranks": 2}  # the node has one GPU
+    assert namespace["backend"] == "gloo"
+    try:
+        printed = run_cell(cell('run_torchrun(scripts / "fsdp_vs_ddp.py"'), namespace)
+    finally:  # what a rank touched, before whatever the job's failure says
+        used = touched.read_text() if touched.exists() else ""
+        assert not used, f"CPU ranks used the GPU:\n{used}"
+    assert printed.startswith("2 processes ran here"), printed
+    run_cell(cell("np.testing.assert_allclose(fsdp_losses"), namespace)  # DDP's losses, and FSDP2's
