@@ -317,6 +317,9 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
     assert stamp_problem(page(book), gpu) is None and note_problem(page(book), gpu) is None
     assert "Running on cuda:0 (NVIDIA H100 80GB HBM3" in page(book) and f"driver {DRIVER}" in page(book)
     assert "The sum, glued: 45." in page_text(page(book))  # the run's glued values reach the prose
+    # The hosted CPU build publishes it: deploy.yml's stamp check takes the run's stamp on the run's page.
+    published = check_stamps(book, "cpu")
+    assert published.returncode == 0 and f"from the GPU run {run.name}" in published.stdout, published.stderr
 
     # New prose, same code: still the run, without executing anything.
     nb = nbformat.read(book / "notebooks" / f"{LESSON}.ipynb", as_version=4)
@@ -338,6 +341,14 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
     assert note_problem(page(book), cpu) is None and "GPU run out of date" in page(book)
     problem = stamp_problem(page(book), gpu)
     assert problem and "the page's stamp says" in problem and run.manifest["device"] in problem
+    assert check_stamps(book, "cpu").returncode == 0  # executed here, on the CPU: stamped cpu
+    assert "not stamped as run on cuda" in check_stamps(book, "cuda").stderr
+
+
+def check_stamps(book: Path, expected: str) -> subprocess.CompletedProcess:
+    """deploy.yml's check before publishing, from the book's folder (where its data/gpu-runs is)."""
+    return subprocess.run(["/usr/bin/python3", "-I", str(ROOT / "scripts" / "check_stamps.py"), expected],
+                          cwd=book, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
 
 
 def test_the_commit_hooks_leave_a_kept_run_as_written():

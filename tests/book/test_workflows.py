@@ -23,7 +23,9 @@ Each check is also run on a planted mistake and must catch it.
 from __future__ import annotations
 
 import copy
+import json
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -494,6 +496,46 @@ def test_the_builds_check_every_page_stamp_before_publishing(workflows, tmp_path
     assert (done.returncode == 0) == passes, done.stdout + done.stderr
     if pages:
         assert "01-a.html: " in done.stdout  # each page is named with the device its stamp shows
+
+
+RUN = "2026-11-30-h100-80gb-hbm3-cuda13"
+H100 = "cuda:0 (NVIDIA H100 80GB HBM3, 79.2 GiB)"
+
+
+def run_page(device: str, run: str = RUN, title: str = "Run on a GPU") -> str:
+    """A page built from a kept GPU run: its stamp, and the note under it naming the run (_ext/gpu_runs.py)."""
+    note = (f'<div class="note gpu-run admonition">\n<p class="admonition-title">{title}</p>\n<p>This page shows '
+            f'the lesson as it ran on ... which the book keeps in <code class="docutils literal notranslate"><span '
+            f'class="pre">data/gpu-runs/{run}</span></code>.</p>\n</div>')
+    return stamp_page(device).replace("</p></body>", f"</p>{note}</body>")
+
+
+@pytest.mark.parametrize(("pages", "kept", "passes"), [
+    ({"01-a.html": run_page(H100), "02-b.html": stamp_page("cpu (AMD EPYC 7763, 4 cores)")}, H100, True),
+    ({"01-a.html": run_page(H100)}, "cuda:0 (NVIDIA A100-SXM4-40GB, 39.4 GiB)", False),  # not its run's stamp
+    ({"01-a.html": run_page(H100, run="2026-12-01-gone")}, H100, False),  # a run the book does not hold
+    ({"01-a.html": run_page(H100, title="GPU run out of date")}, H100, False),  # executed here: must say cpu
+    ({"01-a.html": stamp_page(H100)}, H100, False),  # a GPU stamp and no run: not this CPU build's
+])
+def test_a_cpu_build_publishes_the_pages_of_kept_gpu_runs_each_with_its_runs_stamp(workflows, tmp_path, pages, kept,
+                                                                                  passes):
+    """The hosted CPU build holds pages built from kept GPU runs (data/gpu-runs): deploy.yml's own check step passes
+    each whose stamp is the one its run's manifest records for the lesson, and every other page stamped cpu."""
+    site = tmp_path / "_build" / "html" / "notebooks"
+    site.mkdir(parents=True)
+    for name, html in pages.items():
+        (site / name).write_text(html, encoding="utf-8")
+    manifest = {"lessons": {"01-a": {"stamp": {"date": "2026-11-25", "device": kept, "torch": "PyTorch 2.13.0"}}}}
+    (tmp_path / "data" / "gpu-runs" / RUN).mkdir(parents=True)
+    (tmp_path / "data" / "gpu-runs" / RUN / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (tmp_path / "scripts").mkdir()  # the clone's layout, where the workflow's step runs
+    shutil.copy(ROOT / "scripts" / "check_stamps.py", tmp_path / "scripts")
+    job = workflows["deploy.yml"].data["jobs"]["build-cpu"]
+    check = stamp_checks(workflows)["build-cpu"]
+    done = subprocess.run(["/bin/sh", "-c", check], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "STAMPED_ON": job["env"]["STAMPED_ON"]})
+    assert (done.returncode == 0) == passes, done.stdout + done.stderr
+    assert f"01-a.html: {H100}" in done.stdout
 
 
 # Planted mistakes: each must be caught by the check named beside it.
