@@ -187,6 +187,14 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/book/test_gpu_runs.py::test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_"
     "lessons_code_changes":
         "lesson: 32 core-seconds, make gpu-check runs a lesson, then the book is built",
+    "tests/exercises/test_performance_toolkit.py":
+        "slow: 6 core-seconds, lesson 16's kernel checks on the simulator with a toolkit library hidden",
+    "tests/lessons/test_performance_tools.py::test_an_nvcc_that_does_not_finish_is_stopped_and_there_is_no_program":
+        "slow: waits 1 s for a stand-in nvcc to pass its limit",
+    "tests/lessons/test_performance_tools.py::test_a_sanitizer_that_does_not_finish_is_stopped_at_its_limit":
+        "slow: waits 1 s for a stand-in compute-sanitizer to pass its limit",
+    "tests/lessons/test_performance_tools.py::test_an_ncu_that_does_not_finish_is_stopped_at_its_limit":
+        "slow: waits 1 s for a stand-in ncu to pass its limit",
     "tests/lessons/test_numba_lessons_gpu_required.py":
         "slow: 14 core-seconds, lessons 09 and 16's Numba cells in child Pythons on the simulated node",
     "tests/book/test_wheelhouse.py::test_on_a_gpu_node_without_network_gpu_check_installs_from_the_wheelhouse_"
