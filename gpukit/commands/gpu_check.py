@@ -1187,24 +1187,30 @@ class Keeper:
             if not result.ok:
                 self.left_out[result.name] = f"{result.status}" + (f": {result.detail}" if result.detail else "")
                 return
-            notebook_file = self.check / "notebooks" / f"{result.name}.ipynb"
-            notebook = json.loads(notebook_file.read_text(encoding="utf-8"))
-            stderr = page_stderr(notebook, self.stderr_default)
-            if stderr:
-                self.left_out[result.name] = (f"stderr in cell(s) {', '.join(map(str, stderr))}, which the book's "
-                                              f"build rejects")
-                return
-            if self.folder is None:
-                self.folder = run_folder(self.parent, self.facts, self.when, suffix=cuda_stack(self.facts))
-                (self.folder / "notebooks").mkdir(parents=True)
-            entry = {"notebook": f"notebooks/{result.name}.ipynb", "code_hash": lesson_code_hash(notebook),
-                     "seconds": round(result.seconds, 1), "stamp": notebook_stamp(notebook),
-                     "shared_gpu_with": sorted(beside_it)}
-            partial = self.folder / f"{entry['notebook']}.partial"
-            shutil.copyfile(notebook_file, partial)
-            partial.replace(self.folder / entry["notebook"])
-            self.kept[result.name] = entry
-            self._write("the run had not ended when this lesson was kept: each lesson listed here passed")
+            try:
+                self._keep(result, beside_it)
+            except (OSError, ValueError) as error:  # the run goes on, and its report says why this one is not kept
+                self.left_out[result.name] = f"passed, but could not be kept: {error_line(error)}"
+
+    def _keep(self, result: Result, beside_it: Sequence[str]) -> None:
+        notebook_file = self.check / "notebooks" / f"{result.name}.ipynb"
+        notebook = json.loads(notebook_file.read_text(encoding="utf-8"))
+        stderr = page_stderr(notebook, self.stderr_default)
+        if stderr:
+            self.left_out[result.name] = (f"stderr in cell(s) {', '.join(map(str, stderr))}, which the book's "
+                                          f"build rejects")
+            return
+        if self.folder is None:
+            self.folder = run_folder(self.parent, self.facts, self.when, suffix=cuda_stack(self.facts))
+            (self.folder / "notebooks").mkdir(parents=True)
+        entry = {"notebook": f"notebooks/{result.name}.ipynb", "code_hash": lesson_code_hash(notebook),
+                 "seconds": round(result.seconds, 1), "stamp": notebook_stamp(notebook),
+                 "shared_gpu_with": sorted(beside_it)}
+        partial = self.folder / f"{entry['notebook']}.partial"
+        shutil.copyfile(notebook_file, partial)
+        partial.replace(self.folder / entry["notebook"])
+        self.kept[result.name] = entry
+        self._write("the run had not ended when this lesson was kept: each lesson listed here passed")
 
     def finish(self, run: Run) -> dict:
         """Write the run's verdict into the manifest; what was kept (:func:`saved_line` reads it)."""

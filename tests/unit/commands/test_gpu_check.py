@@ -14,6 +14,7 @@ import textwrap
 import threading
 import time
 import types
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -672,3 +673,18 @@ def test_a_nine_minute_window_on_the_simulated_node_keeps_each_lesson_as_it_pass
     assert "09-writing-kernels" in todo and set(second[:len(todo & set(second))]) == todo & set(second) != set()
     assert all(started.index(name) < started.index(later) for name in todo & set(started)
                for later in ["tests", "bench", *kept] if later in started)
+
+
+def test_a_lesson_that_passed_but_cannot_be_kept_is_left_out_with_why_and_the_run_goes_on(tmp_path):
+    facts = {"usable_gpu": True, "gpu_name": "NVIDIA H100 80GB HBM3", "torch_cuda": "13.0", "device": "cuda:0"}
+    keeper = g.Keeper(tmp_path / "runs", ROOT, facts, tmp_path / "check")
+    keeper.consider(g.Result("lesson", "11-slurm", g.OK, 9.0))  # its notebook was never written
+    (tmp_path / "check" / "notebooks").mkdir(parents=True)
+    shutil.copyfile(ROOT / "notebooks" / "00-environment-check.ipynb",
+                    tmp_path / "check" / "notebooks" / "00-environment-check.ipynb")
+    keeper.consider(g.Result("lesson", "00-environment-check", g.OK, 12.0), ["11-slurm"])
+    saved = keeper.finish(g.Run(facts, None, [], 540))
+    assert saved["lessons"] == ["00-environment-check"]
+    assert saved["left_out"]["11-slurm"].startswith("passed, but could not be kept: FileNotFoundError")
+    manifest = json.loads((tmp_path / "runs" / Path(saved["folder"]).name / "manifest.json").read_text())
+    assert manifest["lessons"]["00-environment-check"]["shared_gpu_with"] == ["11-slurm"]
