@@ -253,6 +253,9 @@ def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_e
     assert "Unknown Directive" in raw and ":label:" in raw, bad["raw_myst"]
     assert bad["open_solutions"] >= 1 and bad["visible_solution_code"] >= 2, bad
     assert bad["setup_lines_visible"] > 1, bad
+    # Planted: a cell the page removes (it glues a value), not collapsed: its 4 lines are counted; collapsed, none.
+    assert bad["removed_lines_visible"] == 4 and bad["removed_cells_open"] == [4], bad
+    assert controls["converted"]["view"]["removed_lines_visible"] == 0
     # Planted: three {eval} expressions with no result (shown as their source), one with a kernel's error.
     assert [shown.split(": ")[1] for shown in bad["bare_expressions"]] == ["glued.mm_n", "glued.mm_n", "glued.mm_ms"]
     assert bad["expression_errors"] == 1 and bad["placeholders"] == 0, bad

@@ -107,6 +107,18 @@ def test_the_setup_cell_then_the_cell_that_picks_the_device_and_stamps_the_page(
     assert stamp, f"{path.name}: the cell under the setup cell must end with lesson_stamp(<needs>, device)"
 
 
+def test_every_cell_the_page_removes_is_collapsed_in_jupyterlab(notebook):
+    """A code cell tagged remove-cell is not on the page (it glues values for the prose, or it is the setup cell);
+    an attendee who opens the lesson in JupyterLab must not meet it as a wall of code either: its input is
+    collapsed (``"jupyter": {"source_hidden": true}``, which JupyterLab reads when it opens the notebook)."""
+    path, nb = notebook
+    open_cells = [index for index, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"
+                  and "remove-cell" in tags(cell) and not cell["metadata"].get("jupyter", {}).get("source_hidden")]
+    lines = sum(len(source(nb["cells"][i]).splitlines()) for i in open_cells)
+    assert not open_cells, (f"{path.name}: {lines} lines of code the page hides are open in JupyterLab, in cells "
+                            f"{open_cells}: give each \"jupyter\": {{\"source_hidden\": true}} in its metadata")
+
+
 EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label: (\S+)")
 
 

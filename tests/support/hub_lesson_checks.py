@@ -3,7 +3,8 @@
 A lesson opened from its launch link must read as the page does: every Markdown cell rendered by
 jupyterlab-myst with no MyST source showing through (directive fences, roles, options, "Unknown Directive"),
 every solution closed (a ``{solution}`` with ``:class: dropdown`` is a closed ``<details>``; nothing of its
-code shows), the setup cell collapsed to its first line (its ``jupyter.source_hidden`` metadata), and no
+code shows), the setup cell collapsed to its first line and every other cell the page removes collapsed (their
+``jupyter.source_hidden`` metadata: no line of the code the page hides shows), and no
 measured value shown as its expression: jupyterlab-myst shows ``{eval}`glued.name``` as ``glued.name`` in code
 type until the Markdown cell has a result for it in its ``user_expressions`` metadata, which the kernel writes
 when the cell runs and scripts/prose_values.py writes beforehand (a placeholder saying which cell computes the
@@ -34,7 +35,7 @@ RAW_MYST = (r"\{(?:exercise|solution|hint|glue|eval|doc|ref|numref|admonition|fi
 
 # Runs in the page. Cells are found by their index in the notebook (JupyterLab's windowed list writes it on
 # each cell), so that the setup cell and the old format's solution code cells can be named from the file.
-_MEASURE = r"""([setupIndex, solutionCodeIndexes, pattern, placeholderPattern]) => {
+_MEASURE = r"""([setupIndex, solutionCodeIndexes, pattern, placeholderPattern, removedIndexes]) => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
   if (!panel) return null;
   const cells = [...panel.querySelectorAll('.jp-Cell')];
@@ -78,9 +79,19 @@ _MEASURE = r"""([setupIndex, solutionCodeIndexes, pattern, placeholderPattern]) 
     setupLines = setup.querySelector('.jp-InputPlaceholder') ? 1
       : setup.querySelectorAll('.jp-InputArea-editor:not(.lm-mod-hidden) .cm-line').length;
   }
+  // The code the page removes (tag remove-cell): a collapsed input shows a placeholder and no code line.
+  const removedShown = [];
+  for (const index of removedIndexes) {
+    const cell = byIndex.get(index);
+    if (!cell || cell.querySelector('.jp-InputPlaceholder')) continue;
+    const lines = cell.querySelectorAll('.jp-InputArea-editor:not(.lm-mod-hidden) .cm-line').length;
+    if (lines) removedShown.push([index, lines]);
+  }
   return {cells: cells.length, markdown: markdown.length, unrendered, raw_myst: raw, solutions: solutions.length,
           open_solutions: open.length, visible_solution_code: solutionCode, setup_lines_visible: setupLines,
-          bare_expressions: bare, placeholders, expression_errors: expressionErrors};
+          bare_expressions: bare, placeholders, expression_errors: expressionErrors,
+          removed_lines_visible: removedShown.reduce((n, [, lines]) => n + lines, 0),
+          removed_cells_open: removedShown.map(([index]) => index)};
 }"""
 
 
@@ -105,6 +116,14 @@ def notebook_landmarks(notebook: dict) -> tuple[int | None, list[int]]:
     return setup, solution_code
 
 
+def removed_cells(notebook: dict) -> list[int]:
+    """The indices of the code cells the page removes (tag remove-cell), the setup cell left out (it is measured
+    on its own: collapsed, it shows its first line)."""
+    return [index for index, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"
+            and "remove-cell" in cell.get("metadata", {}).get("tags", [])
+            and "setup-gpukit" not in cell["metadata"]["tags"]]
+
+
 def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
     """Wait until JupyterLab shows every cell of ``notebook`` (the file as opened) with its Markdown rendered,
     or ``timeout_s``; then count what an attendee should not see. ``complete`` says whether it got there.
@@ -113,7 +132,8 @@ def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
     expected = len(notebook["cells"])
     started = time.monotonic()
     while True:
-        counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST, PLACEHOLDER.pattern])
+        counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST, PLACEHOLDER.pattern,
+                                          removed_cells(notebook)])
         complete = bool(counts) and counts["cells"] == expected and counts["unrendered"] == 0
         if complete or time.monotonic() - started > timeout_s:
             break
@@ -154,6 +174,9 @@ def problems(counts: dict) -> list[str]:
         found.append("no setup cell (tag setup-gpukit)")
     elif counts["setup_lines_visible"] > 1:
         found.append(f"the setup cell shows {counts['setup_lines_visible']} lines (collapsed, it shows its first)")
+    if counts["removed_lines_visible"]:
+        found.append(f"{counts['removed_lines_visible']} lines of code the page hides are shown, in cells "
+                     f"{counts['removed_cells_open']} (collapse them: \"jupyter\": {{\"source_hidden\": true}})")
     if counts["bare_expressions"]:
         found.append(f"{len(counts['bare_expressions'])} values shown as their expression "
                      f"({'; '.join(counts['bare_expressions'][:5])}; scripts/prose_values.py --write)")
@@ -190,12 +213,17 @@ _INTRO = ("```{admonition} In this lesson\n:class: tip\n**Objectives:** count th
 _MEASURED = "from gpukit import glue\n\nn = 512\nglue(\"mm_n\", n, display=False)"
 
 
+def _removed(text: str, collapsed: bool) -> dict:
+    """A code cell the page removes (it glues a value for the prose), collapsed in JupyterLab or not."""
+    return _code(text, {**({"jupyter": {"source_hidden": True}} if collapsed else {}), "tags": ["remove-cell"]})
+
+
 def converted_control(lesson: dict) -> dict:
     """A lesson in the lessons' format, written by hand around ``lesson``'s setup cell, with the placeholders
     scripts/prose_values.py writes: it must measure clean, and show 2 placeholders."""
     return with_entries(_notebook([
         _markdown("# Control: a lesson in the lessons' format"), _setup(lesson, hidden=True), _code(_STAMP),
-        _markdown(_INTRO), _code(_MEASURED),
+        _markdown(_INTRO), _removed(_MEASURED, collapsed=True),
         _markdown("NumPy multiplied two {eval}`glued.mm_n` × {eval}`glued.mm_n` matrices; see {ref}`ex-control`."),
         _markdown("## Exercise\n\n```{exercise}\n:label: ex-control\nHow many bytes does a 7000 × 7000 "
                   "`float32` matrix hold?\n```\n\n```{hint}\n:class: dropdown\nFour bytes per number.\n```"),
@@ -206,7 +234,8 @@ def converted_control(lesson: dict) -> dict:
 
 
 def unconverted_control(lesson: dict) -> dict:
-    """The same lesson with one of each problem the measurement counts: the setup cell shown, an option
+    """The same lesson with one of each problem the measurement counts: the setup cell shown, a cell the page
+    removes shown in full, an option
     after a blank line (shown as text), a directive jupyterlab-myst does not know, a solution that is not a
     dropdown, a solution in the old format's code cell, three ``{eval}`` expressions with no result (no
     ``user_expressions``: shown as their source), and one whose saved result is the error a kernel gives when the
@@ -218,7 +247,7 @@ def unconverted_control(lesson: dict) -> dict:
         "traceback": []}}]
     return _notebook([
         _markdown("# Control: a lesson with every problem"), _setup(lesson, hidden=False), _code(_STAMP),
-        _markdown(_INTRO), _code(_MEASURED),
+        _markdown(_INTRO), _removed(_MEASURED, collapsed=False),
         _markdown("NumPy multiplied two {glue:text}`mm_n` × {glue:text}`mm_n` matrices.\n\n"
                   "```{glue:figure} mm_plot\n```"),
         _markdown("```{exercise}\n\n:label: ex-control\nHow many bytes does a 7000 × 7000 `float32` matrix "
