@@ -58,6 +58,11 @@ class Finding:
     fix: str | None = None
 
 
+# What a report that found no GPU means to an attendee: ready, but for the CPU only.
+NO_GPU_NOTE = ("No GPU here, only the CPU: the lessons' GPU cells will skip, each saying why. In a GPU workshop, "
+               "stop this server and start one with a GPU (on a JupyterHub: File > Hub Control Panel).")
+
+
 @dataclass
 class Report:
     device: str
@@ -80,9 +85,11 @@ class Report:
         if self.problems:
             return f"{len(self.problems)} problem(s) to fix (see FIX lines)."
         if self.warnings:
-            return (f"Ready, with {len(self.warnings)} warning(s): the lessons named on the warn lines may fail "
-                    "where this environment differs from the book's pins.")
-        return "Ready: nothing to fix."
+            verdict = (f"Ready, with {len(self.warnings)} warning(s): the lessons named on the warn lines may fail "
+                       "where this environment differs from the book's pins.")
+        else:
+            verdict = "Ready: nothing to fix."
+        return f"{verdict} {NO_GPU_NOTE}" if self.device.startswith("cpu") else verdict
 
     def to_text(self) -> str:
         width = max(len(f.topic) for f in self.findings)

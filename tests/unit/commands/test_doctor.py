@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from gpukit.commands import doctor as rep
-from gpukit.commands.doctor import PROBLEM, Finding, Report, environment_report
+from gpukit.commands.doctor import OK, PROBLEM, WARNING, Finding, Report, environment_report
 from gpukit.core.optional import pinned_requirement
 
 
@@ -71,6 +71,17 @@ def test_pinned_requirement_reads_the_books_pins_from_gpukits_metadata():
     assert pinned_requirement("torch") == "torch==2.13.0"
     assert pinned_requirement("cupy-cuda12x") == "cupy-cuda12x[ctk]==14.2.0"
     assert pinned_requirement("not-a-package") == "not-a-package"
+
+
+def test_a_ready_report_without_a_gpu_says_what_that_means_in_a_gpu_workshop():
+    cpu = Report("cpu (AMD EPYC 7763, 2 logical cores)", [Finding("torch", OK, "2.13.0")])
+    assert cpu.verdict().startswith("Ready: nothing to fix. No GPU here, only the CPU: the lessons' GPU cells will "
+                                    "skip") and "start one with a GPU" in cpu.verdict()
+    gpu = Report("cuda:0 (NVIDIA H100 80GB HBM3, 79.2 GiB)", [Finding("torch", OK, "2.13.0")])
+    assert gpu.verdict() == "Ready: nothing to fix."
+    warned = Report("cpu", [Finding("numpy", WARNING, "2.5.2")]).verdict()
+    assert warned.startswith("Ready, with 1 warning(s)") and warned.endswith(rep.NO_GPU_NOTE)
+    assert Report("cpu", [Finding("x", PROBLEM, "missing", "pip install x")]).verdict().startswith("1 problem(s)")
 
 
 def test_markdown_escapes_table_separators():
