@@ -64,19 +64,20 @@ endif
 TEST_SELECTION := $(if $(LESSON),--lesson $(LESSON) $(LESSON_NOTEBOOK) tests/lessons/test_thin_kernel.py tests/exercises \
 	tests/book/test_site.py tests/book/test_jupyterhub.py)
 
-.PHONY: setup state-dirs book serve lab test check lint bench gpu-check wheelhouse clean help
+.PHONY: setup state-dirs book serve lab lessons test check lint bench gpu-check wheelhouse clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
 	@echo "make test   - set up .venv and run every test (lint, package, notebooks, offline build, browser)"
 	@echo "make test LESSON=03 - one lesson's tests: it under nbval and in the thin kernel, its exercises' checks, its"
 	@echo "             page in the site test (built from make book's cache: run make book first), in a minute or two"
-	@echo "make check  - the quick loop, about 75 s on 2 cores: lint, zizmor and every test that starts no server, executes"
+	@echo "make check  - the quick loop, 85 to 140 s on 2 cores: lint, zizmor and every test that starts no server, executes"
 	@echo "             no lesson, needs no network and is not slow (conftest.py says which: pytest --quick)"
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab    - set up .venv and start JupyterLab on 127.0.0.1:$(LAB_PORT) as attendees get it (MyST rendered)"
 	@echo "make lint   - ruff over the package, tests, _ext and scripts (120 columns) and the notebooks (88)"
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
+	@echo "make lessons GPU=cuda13 - the lessons' environment with a CUDA stack, nothing only the tests need (no root)"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
 	@echo "make gpu-check - on a GPU node: the preflight, the lessons with no kept GPU run first, the GPU tests and the"
@@ -115,6 +116,12 @@ $(VENV)/.installed-book$(STAMP): $(REQUIREMENTS) | system-packages-book
 
 $(VENV)/.installed-test$(STAMP): $(REQUIREMENTS) | system-packages-test
 	$(call install,lessons$(comma)lab$(comma)book$(comma)test$(comma)hub$(GPU_EXTRA))
+
+# What a GPU node needs to run the lessons (and make gpu-check) with GPU=cuda13 or cuda12: the lessons' kernel, the
+# attendee's JupyterLab and that CUDA stack, without the system packages only the tests need (Chromium, Slurm, ...),
+# so that it installs without root. pip needs network to the package index (a login node has it).
+lessons: $(VENV)/.installed-lab$(STAMP)
+	@echo "The lessons' environment is $(VENV)$(if $(GPU), with the $(GPU) stack): activate it, or make lab, or make gpu-check"
 
 # The attendee's JupyterLab: the lessons' kernel and the `lab` extra (jupyterlab-myst, nbgitpuller, the GPU dashboard).
 $(VENV)/.installed-lab$(STAMP): $(REQUIREMENTS) | system-packages-book

@@ -139,6 +139,8 @@ __all__ = [
     "why_no_gpu",
 ]
 
+# What installs the lessons with a CUDA stack (the Makefile's `lessons` target), and nothing only the tests need.
+LESSONS_WITH_CUDA = "make lessons GPU=cuda13"
 # The whole preflight, checks in child processes included, ends within two minutes.
 BUDGET_S = 110.0
 # A check is not started with less time than this left.
@@ -150,6 +152,8 @@ def why_no_gpu(facts: Facts) -> str:
         torch_text = "torch is not installed"
     elif facts.torch_cuda is None:
         torch_text = f"torch {facts.torch_version} is not a CUDA build"
+        if facts.system != "darwin":  # on a GPU node, one command installs the lessons with the CUDA build
+            torch_text += f"; on a GPU node: {LESSONS_WITH_CUDA}"
     else:
         torch_text = f"torch {facts.torch_version} (CUDA {facts.torch_cuda}) sees no GPU"
     where = "MPS is not available" if facts.system == "darwin" else "nvidia-smi lists none"

@@ -413,6 +413,7 @@ def test_no_gpu_means_skip_lines_and_a_failed_preflight():
     assert [r.name for r in outcome.results] == list(check_names("cuda"))
     assert {r.status for r in outcome.results} == {SKIP}
     assert "nvidia-smi lists none; torch 2.13.0+cpu is not a CUDA build" in outcome.results[0].detail
+    assert "on a GPU node: make lessons GPU=cuda13" in outcome.results[0].detail  # the command that fixes it
     assert outcome.summary().startswith("FAILED: no GPU here")
     mac, _ = outcome_of(Facts(system="darwin", torch_version="2.13.0", distributions={"torch": "2.13.0"}))
     assert [r.name for r in mac.results] == list(check_names("mps"))
