@@ -52,6 +52,8 @@ def setup(app):
     # The note under a lesson's stamp that says whose run the page shows (gpu_runs.py, beside this file), set up
     # with the site's other parts: _config.yml's local_extensions may list it too (Sphinx sets an extension up once).
     app.setup_extension("gpu_runs")
+    # {gpu-headline}: the newest GPU file's figures in two sentences (gpu_headline.py, beside this file).
+    app.setup_extension("gpu_headline")
     app.connect("config-inited", point_sphinx_at_local_mathjax)
     app.connect("html-page-context", drop_duplicate_scripts)
     app.connect("build-finished", copy_mathjax)

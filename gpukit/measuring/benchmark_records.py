@@ -547,3 +547,72 @@ def reference_curves(benchmark: str, dtype: str, *, batch: int | None = None, fo
     chosen["curve"] = [f"{name}, {file} ({date})" for name, file, date
                        in zip(chosen["device_name"], chosen["file"], chosen["date"], strict=True)]
     return chosen.sort_values(["file", "device", "size"]).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------ the headline
+# The work the headline compares, GPU against its own machine's CPU: (benchmark, dtype, what it is called).
+HEADLINE_WORK = (("matmul", "float32", "a float32 matrix product"),
+                 ("elementwise", "float32", "an elementwise expression"))
+
+
+def gpu_headline(records: dict[str, dict] | None = None) -> dict | None:
+    """The newest GPU file's figures for a reader in a hurry: its GPU's name, its date and file, the CPU it was
+    set against (the same machine's), and for each work of :data:`HEADLINE_WORK` the largest size both ran, the
+    speed-up there (the CPU's median time over the GPU's), and the sizes at which the CPU was faster. None where
+    no file holds a GPU. ``records``: :func:`read_benchmark_folder`'s answer (default: the book's files)."""
+    records = read_benchmark_folder() if records is None else records
+    with_gpu = [(record["date"], name) for name, record in records.items()
+                if any(device["kind"] != "cpu" for device in record["devices"].values())]
+    if not with_gpu:
+        return None
+    _, file = max(with_gpu)
+    record = records[file]
+    gpu = next(key for key, device in record["devices"].items() if device["kind"] != "cpu")
+    cpu = next((key for key, device in record["devices"].items() if device["kind"] == "cpu"), None)
+    headline = {"file": file, "date": record["date"], "gpu": record["devices"][gpu]["name"],
+                "cpu": record["devices"][cpu]["name"] if cpu else None, "work": []}
+    for benchmark, dtype, words in HEADLINE_WORK:
+        times = {}
+        for result in record["results"]:
+            if (result["benchmark"], result["dtype"], result["batch"]) == (benchmark, dtype, None):
+                times.setdefault(result["size"], {})[result["device"]] = result["median"]
+        both = sorted(size for size, by in times.items() if gpu in by and cpu in by)
+        if not both:
+            continue
+        largest = both[-1]
+        headline["work"].append({"benchmark": benchmark, "what": words, "size": largest,
+                                 "speedup": times[largest][cpu] / times[largest][gpu],
+                                 "cpu_faster_at": [size for size in both if times[size][cpu] < times[size][gpu]]})
+    return headline
+
+
+def _device_words(name: str) -> str:
+    """"cuda:0 (NVIDIA H100 80GB HBM3, 79.18 GiB)" -> "NVIDIA H100 80GB HBM3"; "cpu (AMD EPYC, 16 logical
+    cores)" -> "AMD EPYC, 16 logical cores"."""
+    inside = re.search(r"\((.*)\)\s*$", name)
+    if not inside:
+        return name
+    words = inside[1]
+    return words.split(",")[0] if not name.startswith("cpu") else words
+
+
+def _size_words(benchmark: str, size: int) -> str:
+    return f"over {size:,} values" if benchmark == "elementwise" else f"of {size} x {size}"
+
+
+def headline_sentence(headline: dict | None) -> str:
+    """:func:`gpu_headline` in two sentences, every number from the file."""
+    if headline is None:
+        return "No GPU has been measured for this book yet: `python -m gpukit bench` on a GPU node adds one."
+    gpu, cpu = _device_words(headline["gpu"]), _device_words(headline["cpu"] or "its CPU")
+    if not headline["work"]:
+        return f"On an {gpu} ({headline['date']}) nothing was measured on both the GPU and its CPU."
+    parts = [f"{work['what']} {_size_words(work['benchmark'], work['size'])} ran {work['speedup']:.0f} times as "
+             f"fast" for work in headline["work"]]
+    sentence = (f"Measured on an {gpu} on {headline['date']}, against the same machine's CPU ({cpu}): "
+                + ", and ".join(parts) + ".")
+    wins = [f"{work['what']} {_size_words(work['benchmark'], size)}" for work in headline["work"]
+            for size in work["cpu_faster_at"]]
+    if wins:
+        sentence += f" The CPU was faster for the smallest work: {', '.join(wins)}."
+    return sentence
