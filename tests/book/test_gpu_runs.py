@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -346,9 +347,22 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
 
 
 def check_stamps(book: Path, expected: str) -> subprocess.CompletedProcess:
-    """deploy.yml's check before publishing, from the book's folder (where its data/gpu-runs is)."""
-    return subprocess.run(["/usr/bin/python3", "-I", str(ROOT / "scripts" / "check_stamps.py"), expected],
-                          cwd=book, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    """deploy.yml's own check step before publishing (the command its build jobs run, with STAMPED_ON set to
+    ``expected``) over the book's site and kept runs."""
+    import yaml
+
+    deploy = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yml").read_text(encoding="utf-8"))
+    (command,) = {step["run"] for job in deploy["jobs"].values() for step in job.get("steps", [])
+                  if step.get("name", "").startswith("Every lesson page is stamped")}
+    # The runner's checkout, beside the book: the script, and the book's site and kept runs where it looks.
+    checkout = book.parent / "deploy-checkout"
+    (checkout / "scripts").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "scripts" / "check_stamps.py", checkout / "scripts")
+    for name in ("_build", "data"):
+        if not (checkout / name).exists():
+            (checkout / name).symlink_to(book / name)
+    return subprocess.run(["/bin/sh", "-c", command], cwd=checkout, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "STAMPED_ON": expected})
 
 
 def test_the_commit_hooks_leave_a_kept_run_as_written():
