@@ -170,6 +170,8 @@ FIXTURES_THAT_EXECUTE_LESSONS = {
 # A test file, or one test of it (file::name, every parameter of it), with why `make check` leaves it out:
 # "<server|lesson|slow>: why". A child pytest run counts as slow (pytest's start-up, collection, the run).
 LEFT_OUT_OF_CHECK: dict[str, str] = {
+    "tests/exercises/test_distributed.py::test_a_correct_script_whose_rank_crashes_once_at_exit_passes_under_real_"
+    "torchrun": "server: runs a DDP script under torchrun twice (about 15 core-seconds)",
     "tests/book/test_platforms.py": "slow: asks uv to resolve every platform's stack against the package index "
                                     "(network; 2 to 20 core-seconds a test)",
     "tests/book/test_drift.py": "slow: asks uv for the newest releases the pins allow (network; up to 11 "

@@ -55,22 +55,63 @@ def _script_beside_the_lesson(text: str, prefix: str) -> Path:
     return path
 
 
-def _first_error(run) -> str:
-    """The exception line of the first rank that raised one (``rank 1: NameError: ...``), else the launcher's."""
-    for rank in sorted(run.stderr):
+def _python_error(run, ranks=None) -> str | None:
+    """The exception line of the first of ``ranks`` (default: all) that raised one (``rank 1: NameError: ...``)."""
+    for rank in sorted(run.stderr if ranks is None else ranks):
         # torch prefixes a rank's traceback lines with "[rank1]: ".
-        found = re.findall(r"^(?:\[rank\d+\]:)?\s*(\w+(?:\.\w+)*(?:Error|Exception|Exit)\b.*)$", run.stderr[rank],
-                           re.M)
+        found = re.findall(r"^(?:\[rank\d+\]:)?\s*(\w+(?:\.\w+)*(?:Error|Exception|Exit)\b.*)$",
+                           run.stderr.get(rank, ""), re.M)
         if found:
             return f"rank {rank}: {found[-1].strip()[:300]}"
+    return None
+
+
+def _root_cause(run) -> tuple[int, int, str] | None:
+    """(rank, exit code, torchrun's line) of the first rank to fail, or None when torchrun named none."""
+    cause = run.root_cause()
+    if cause is None:
+        return None
+    words = cause.split()  # "rank 1: exit code -11, Signal 11 (SIGSEGV) ..."
+    try:
+        return int(words[1].rstrip(":")), int(words[4].rstrip(",")), cause
+    except (IndexError, ValueError):
+        return None
+
+
+def _crashed(run) -> bool:
+    """The first rank to fail raised nothing and was ended by a signal (torchrun gives minus its number): a crash,
+    such as the one PyTorch can have while a process shuts down, not an error in the script's code."""
+    cause = _root_cause(run)
+    return cause is not None and cause[1] < 0 and _python_error(run, [cause[0]]) is None
+
+
+def _first_error(run) -> str:
+    """The first rank to fail: its exception line, else torchrun's account of it (exit code or signal) and the
+    last line it wrote. Without torchrun's account, the first exception of any rank, else the launcher's line."""
+    cause = _root_cause(run)
+    if cause is not None:
+        rank, _, account = cause
+        error = _python_error(run, [rank])
+        if error:
+            return error
+        last = run.stderr.get(rank, "").strip().splitlines()[-1:]
+        return account + (f"; its last line: {last[0][:200]}" if last else "")
+    error = _python_error(run)
+    if error:
+        return error
     tail = run.launcher_output.strip().splitlines()[-1:] or [f"exit status {run.returncode}"]
     return tail[0][:300]
 
 
 def _ran(script: Path, *args, nproc: int):
-    """(the run, None), or (None, what went wrong) when the processes had to be stopped."""
+    """(the run, None), or (None, what went wrong) when the processes had to be stopped. A run in which a process
+    crashed (:func:`_crashed`) runs once more: a learner's script is judged by what it does, and a crash that
+    comes again is reported as it came."""
     try:
-        return run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S), None
+        run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
+        if _crashed(run):
+            run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
+        return run, None
     except DistributedTimeout:
         return None, (f"the {nproc} processes did not finish within {RUN_TIMEOUT_S} s and were stopped: a rank "
                       "probably waits for a message that no rank sends (every send needs a matching recv on the "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -197,9 +198,26 @@ class DistributedRun:
 
         return pd.DataFrame(self.records()).set_index("rank")
 
+    def root_cause(self) -> str | None:
+        """torchrun's "Root Cause" of a failed run, in one line (``rank 1: exit code -11, Signal 11 (SIGSEGV)
+        received by PID 4242``), or None when the launcher printed none."""
+        block = self.launcher_output.partition("Root Cause")[2]
+        fields = dict(re.findall(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*?)\s*$", block, re.M))
+        if "rank" not in fields:
+            return None
+        rank = fields["rank"].split()[0]
+        code = fields.get("exitcode", "?").split()[0]
+        how = fields.get("traceback", "")
+        how = "" if how.startswith(("<N/A>", "To enable traceback")) else f", {how}"
+        return f"rank {rank}: exit code {code}{how}"
+
     def failure(self) -> str:
-        """What went wrong, for an error message: the last lines of the failing ranks and of the launcher."""
+        """What went wrong, for an error message: torchrun's first rank to fail, the last lines of the ranks that
+        wrote an error, else the launcher's last lines."""
         parts = [f"the processes ended with exit status {self.returncode}"]
+        cause = self.root_cause()
+        if cause:
+            parts.append(f"first to fail, {cause}")
         for rank in sorted(self.stderr):
             tail = self.stderr[rank].strip().splitlines()[-5:]
             if tail and any("Error" in line or "error" in line for line in tail):
