@@ -139,14 +139,18 @@ def pytest_sessionstart(session):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """The lessons' counts, when this run wrote them (tests/book/test_lesson_counts.py): gpukit names, exercises;
-    and what --lesson left out, and why."""
+    """The lessons' counts, when this run wrote them (tests/book/test_lesson_counts.py: gpukit names, exercises;
+    tests/book/test_readability.py: paragraphs); and what --lesson left out, and why."""
     for note in LESSON_NOTES:
         terminalreporter.write_line(note, yellow=True)
     table = Path(__file__).parent / "_build" / "lesson-counts.md"
     if table.is_file() and table.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
         terminalreporter.write_sep("-", "what the lessons ask of a learner (tests/book/test_lesson_counts.py)")
         terminalreporter.write_line(table.read_text(encoding="utf-8"))
+    lengths = Path(__file__).parent / "_build" / "paragraph-lengths.md"
+    if lengths.is_file() and lengths.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
+        terminalreporter.write_sep("-", "each lesson's longest paragraph, in words (tests/book/test_readability.py)")
+        terminalreporter.write_line(lengths.read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------------------------------------------------------
