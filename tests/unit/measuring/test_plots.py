@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from gpukit.measuring.plots import figure_html, plot_sweep  # noqa: E402
+from gpukit.measuring.plots import figure_html, overlay_reference_curves, plot_sweep  # noqa: E402
 from gpukit.measuring.sweep import add_speedup  # noqa: E402
 
 SWEEP = pd.DataFrame({"case": ["cpu", "gpu", "cpu", "gpu"], "n": [10, 10, 100, 100],
@@ -74,7 +74,6 @@ def test_speedup_axis_labels_are_plain_numbers():
 
 
 def test_overlay_reference_curves_draws_any_number_of_files_dashed():
-    from gpukit.measuring.plots import overlay_reference_curves
 
     refs = pd.DataFrame({"curve": ["cpu, a.json", "cpu, a.json", "gpu, b.json", "gpu, b.json", "cpu, b.json"],
                          "file": ["a.json", "a.json", "b.json", "b.json", "b.json"],
@@ -107,8 +106,32 @@ def test_plot_sweep_draws_noisy_points_apart_and_leaves_them_out_of_the_speedup(
     gpu_speedup = next(line for line in speed_ax.get_lines() if line.get_label() == "gpu").get_ydata()
     assert gpu_speedup[0] == pytest.approx(1.0) and pd.isna(gpu_speedup[1])
     assert gpu_speedup[2] == pytest.approx(4.0)
-    notes = [text.get_text() for text in speed_ax.texts]
+    notes = [text.get_text() for text in speed_ax.get_legend().get_texts()]
     assert any("stayed noisy" in note and "gpu at n = 20" in note for note in notes)
+    assert not speed_ax.texts  # the note is a legend entry, not a text drawn over the curves
+    plt.close(fig)
+
+
+def test_no_speedup_is_drawn_over_a_flagged_baseline():
+    # Lesson 1's elementwise sweep on the H100 node (2026-11-26): the all-threads baseline took about 1e-2 s at
+    # n = 256, between about 1e-5 s at the sizes either side, and stayed so after re-measuring; NumPy's
+    # speed-up over it read 85x there, above the GPU's own.
+    rows = pd.DataFrame({"case": ["CPU, all threads"] * 3 + ["NumPy"] * 3, "n": [64, 256, 1024] * 2,
+                         "median_s": [1.2e-5, 1.0e-2, 1.6e-5, 4e-6, 1.2e-4, 8e-6]})
+    rows["flagged"] = (rows["case"] == "CPU, all threads") & (rows["n"] == 256)
+    fig = plot_sweep(add_speedup(rows, "CPU, all threads"), baseline="CPU, all threads")
+    numpy_speedup = next(line for line in fig.axes[1].get_lines() if line.get_label() == "NumPy").get_ydata()
+    assert numpy_speedup[0] == pytest.approx(3.0) and pd.isna(numpy_speedup[1])
+    assert numpy_speedup[2] == pytest.approx(2.0)
+    notes = [text.get_text() for text in fig.axes[1].get_legend().get_texts()]
+    assert any("NumPy at n = 256" in note for note in notes)
+    refs = pd.DataFrame({"curve": ["gpu"] * 2 + ["cpu"] * 2, "file": ["b.json"] * 4,
+                         "device": ["cuda:0", "cuda:0", "cpu", "cpu"], "kind": ["cuda", "cuda", "cpu", "cpu"],
+                         "size": [64, 1024] * 2, "median_s": [1e-5, 1e-5, 1e-5, 1e-4]})
+    overlay_reference_curves(fig, refs)  # relabels this build's curves, never the note
+    notes = [text.get_text() for text in fig.axes[1].get_legend().get_texts()]
+    assert any(note.startswith("left out, timing stayed noisy: CPU, 1 thread") or
+               note.startswith("left out, timing stayed noisy: NumPy") for note in notes), notes
     plt.close(fig)
 
 
@@ -118,7 +141,8 @@ def test_plot_sweep_without_noisy_points_adds_no_marker_or_note():
     rows = OVER_CPU.assign(flagged=False)
     fig = plot_sweep(add_speedup(rows, "cpu"), baseline="cpu")
     assert NOISY not in [line.get_label() for line in fig.axes[0].get_lines()]
-    assert not fig.axes[1].texts
+    legend = fig.axes[1].get_legend()
+    assert not fig.axes[1].texts and (legend is None or not any("noisy" in t.get_text() for t in legend.get_texts()))
     plt.close(fig)
 
 
