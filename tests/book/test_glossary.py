@@ -7,26 +7,33 @@ Markdown cells of notebooks/*.ipynb and the pages chapters/*.md other than the g
 - every term of :data:`REQUIRED_TERMS` (issue 18, item 9) is in the glossary;
 - every term of :data:`LESSON_TERMS` that a lesson uses is in the glossary; the failure names the missing terms
   and the lessons that use them;
+- each lesson links the first use of each glossary term to its entry with ``{term}`` (scripts/glossary_links.py
+  says what a first use is), and every ``{term}`` of the lessons names a glossary term;
 
 and they write _build/glossary-usage.md, the lessons that use each glossary term, with the terms no lesson uses
 (printed too, for information: a glossary may define a term for readers of other books).
 
-The glossary is a MyST definition list: a term on a line of its own, its definition on the next lines, the first
-starting with ": ". Other names of a term follow it in parentheses, separated by commas:
-"SM (streaming multiprocessor)", "stream (CUDA stream)". A lesson uses a term where one of its names appears,
-in any case, as whole words (a line break may stand for a space), or with a plural "s" or "es" added.
+The glossary is Sphinx's glossary directive (```` ```{glossary} ````), so that a lesson can link a term with
+``{term}`warp` ``: each entry is one or more term lines, not indented, then its definition, indented. The first
+term line is the term; the others are its other names ("SM", then "streaming multiprocessor"). Backticks around
+a term line ("`CUDA_VISIBLE_DEVICES`") are not part of the name. A lesson uses a term where one of its names
+appears, in any case, as whole words (a line break may stand for a space), or with a plural "s" or "es" added.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.booktoc import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import glossary_links  # noqa: E402  (scripts/ is not a package)
 
 GLOSSARY = ROOT / "chapters" / "glossary.md"
 REPORT = ROOT / "_build" / "glossary-usage.md"
@@ -72,30 +79,31 @@ LESSON_TERMS = (
 
 @dataclass(frozen=True)
 class Entry:
-    term: str                # the term line as written, without backticks
-    names: tuple[str, ...]   # the term and its other names
+    term: str                # the first term line, without backticks
+    names: tuple[str, ...]   # the term and its other names (the entry's other term lines)
     definition: str
 
 
-_TERM_AND_NAMES = re.compile(r"^(?P<term>.*?)\s*\((?P<others>[^()]*)\)$")
+_GLOSSARY_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glossary\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                             re.MULTILINE | re.DOTALL)
 
 
 def glossary_entries(text: str) -> list[Entry]:
-    """The entries of a glossary written as a MyST definition list, in the order of the text."""
-    lines = text.splitlines()
+    """The entries of the glossary directives in ``text``, in the order of the text."""
     entries = []
-    for i, line in enumerate(lines[:-1]):
-        if not line.strip() or line[0] in " \t:#%" or not lines[i + 1].startswith(": "):
-            continue
-        body = [lines[i + 1][2:]]
-        for following in lines[i + 2:]:
-            if not following.startswith((" ", "\t")) or not following.strip():
-                break
-            body.append(following.strip())
-        term = line.strip().replace("`", "")
-        match = _TERM_AND_NAMES.match(term)
-        names = (match["term"], *(n.strip() for n in match["others"].split(","))) if match else (term,)
-        entries.append(Entry(term, tuple(n for n in names if n), " ".join(body).strip()))
+    for fence in _GLOSSARY_FENCE.finditer(text):
+        names: list[str] = []
+        body: list[str] = []
+        for line in fence["body"].splitlines() + [""]:
+            if line.strip() and not line[0].isspace() and not line.startswith(":"):  # a term line
+                if body:
+                    entries.append(Entry(names[0], tuple(names), " ".join(body)))
+                    names, body = [], []
+                names.append(line.strip().replace("`", ""))
+            elif line.strip() and names:
+                body.append(line.strip())
+        if names and body:
+            entries.append(Entry(names[0], tuple(names), " ".join(body)))
     return entries
 
 
@@ -158,8 +166,8 @@ def usage_report(glossary_text: str, lessons: dict[str, str]) -> tuple[str, list
 
 
 def _without_entry(text: str, term: str) -> str:
-    """``text`` with the entry whose term line is ``term`` taken out (its term line and its definition)."""
-    return re.sub(rf"(?m)^{re.escape(term)}\n: .*\n(?:[ \t]+\S.*\n)*\n?", "", text)
+    """``text`` with the entry whose first term line is ``term`` taken out (its term lines and its definition)."""
+    return re.sub(rf"(?m)^{re.escape(term)}\n(?:\S.*\n)*(?:[ \t]+\S.*\n)+\n?", "", text)
 
 
 @pytest.fixture(scope="module")
@@ -216,15 +224,14 @@ def test_a_term_taken_out_of_the_glossary_is_reported_missing(glossary_text, les
     assert missing_terms(["warp"], glossary_text, lessons) == {}
     # Another name of an entry counts as defined; an entry taken out takes its other names with it.
     assert "streaming multiprocessor" in glossary_names(glossary_text)
-    assert "streaming multiprocessor" not in glossary_names(_without_entry(glossary_text,
-                                                                          "SM (streaming multiprocessor)"))
+    assert "streaming multiprocessor" not in glossary_names(_without_entry(glossary_text, "SM"))
 
 
 def test_how_terms_are_parsed_and_matched():
-    text = ("# Glossary\n\n"
-            "SM (streaming multiprocessor)\n: One of the processors of a GPU.\n\n"
-            "`CUDA_VISIBLE_DEVICES`\n: The GPUs a process sees,\n  numbered from 0.\n\n"
-            "kernel launch\n: Starting a kernel.\n\n"
+    text = ("# Glossary\n\n```{glossary}\n"
+            "SM\nstreaming multiprocessor\n  One of the processors of a GPU.\n\n"
+            "`CUDA_VISIBLE_DEVICES`\n  The GPUs a process sees,\n  numbered from 0.\n\n"
+            "kernel launch\n  Starting a kernel.\n```\n\n"
             "Not a term: a line of prose.\n\nSee also {doc}`troubleshooting`.\n")
     entries = glossary_entries(text)
     assert [e.names for e in entries] == [("SM", "streaming multiprocessor"), ("CUDA_VISIBLE_DEVICES",),
@@ -239,5 +246,55 @@ def test_how_terms_are_parsed_and_matched():
     assert lessons_using("stream", lessons) == []
     assert missing_terms(["SM", "rank", "warp"], text, lessons) == {"rank": ["e.md"]}
     report, unused = usage_report(text, lessons)
-    assert "| SM (streaming multiprocessor) | 2 | a.md, d.md |" in report
+    assert "| SM | 2 | a.md, d.md |" in report
     assert unused == ["CUDA_VISIBLE_DEVICES"]
+
+
+def test_each_lessons_first_use_of_a_term_links_to_the_glossary():
+    missing = glossary_links.unlinked()
+    assert not missing, ("first uses of glossary terms not linked with {term} (run `python scripts/glossary_links.py "
+                         "--write`, then `python scripts/prose_values.py --write`):\n" + "\n".join(
+                             f"  {use.lesson}: {use.term} (cell {use.cell}: ...{use.context}...)" for use in missing))
+
+
+_ROLE = re.compile(r"\{term\}`([^`]*)`")
+
+
+def test_every_term_role_of_the_lessons_names_a_glossary_term(glossary_text):
+    defined = glossary_names(glossary_text)
+    unknown = []
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                for content in _ROLE.findall("".join(cell["source"])):
+                    target = re.fullmatch(r"(?s).*?<([^<>]+)>", content)
+                    name = re.sub(r"\s+", " ", (target[1] if target else content).strip())
+                    if name.lower() not in defined:
+                        unknown.append(f"{notebook.name}: {{term}}`{content}`")
+    assert not unknown, "{term} roles whose target is not in chapters/glossary.md:\n  " + "\n  ".join(unknown)
+
+
+def test_the_script_reads_the_glossary_as_the_tests_do(glossary_text):
+    assert glossary_links.glossary_terms(glossary_text) == {
+        entry.term: entry.names for entry in glossary_entries(glossary_text)}
+
+
+def test_an_unlinked_first_use_is_reported_and_written(tmp_path):
+    glossary = ("```{glossary}\nwarp\n  32 threads.\n\nJupyter kernel\n  The process.\n\n"
+                "kernel\n  A GPU function.\n```\n")
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# Warps\n", "\n", "A `warp` in code; two warps,\n",
+                                                                  "then a warp."]},
+             {"cell_type": "markdown", "metadata": {}, "source": ["```{exercise} warp\n", ":label: warp\n",
+                                                                  "Restart the kernel.\n", "```"]}]
+    lesson = tmp_path / "00-x.ipynb"
+    lesson.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    missing = glossary_links.unlinked([lesson], glossary)
+    assert [(use.term, use.cell, use.text) for use in missing] == [("warp", 0, "warps"),
+                                                                    ("Jupyter kernel", 1, "kernel")]
+    nb = json.loads(lesson.read_text(encoding="utf-8"))
+    entries = glossary_links.glossary_terms(glossary)
+    assert glossary_links.link(nb, lesson.name, entries) == 2
+    assert nb["cells"][0]["source"][2] == "A `warp` in code; two {term}`warps <warp>`,\n"
+    assert nb["cells"][1]["source"][2] == "Restart the {term}`kernel <Jupyter kernel>`.\n"
+    lesson.write_text(json.dumps(nb), encoding="utf-8")
+    assert glossary_links.unlinked([lesson], glossary) == []
