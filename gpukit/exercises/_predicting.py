@@ -52,7 +52,7 @@ def _as_number(answer, what: str) -> tuple[float | None, str | None]:
     if isinstance(answer, bool) or not isinstance(answer, Real) or not math.isfinite(answer):
         return None, f"{what} is {type(answer).__name__} {answer!r}: give the predicted time in milliseconds, a number."
     if answer <= 0:
-        return None, f"{what} is {answer!r}: a time is positive."
+        return None, f"{what} is {float(answer):g}: a time is positive."  # a number, never np.float64(...)
     return float(answer), None
 
 

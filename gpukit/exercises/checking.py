@@ -12,6 +12,7 @@ Not to be confused with :mod:`gpukit.base.arguments`, which checks the arguments
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -102,8 +103,11 @@ def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0, check_de
     if not close.all():
         bad = np.argwhere(~close)
         first = tuple(int(i) for i in bad[0])
-        return CheckResult(False, f"{len(bad)} of {close.size} values differ; the first at index {first} is "
-                                  f"{got[first]!r}.")
+        value = got[first].item()  # a Python number: NumPy's repr would read np.float32(-123.0)
+        shown = _number(value) if isinstance(value, Number) and not isinstance(value, bool) else repr(value)
+        where = first[0] if len(first) == 1 else first
+        return CheckResult(False, f"{len(bad)} of {close.size} values differ; the first at index {where} is "
+                                  f"{shown}.")
     return CheckResult(True, f"shape {tuple(answer.shape)}, dtype {answer.dtype} and all values match.")
 
 
@@ -195,14 +199,24 @@ def check(label: str, answer, **context) -> CheckResult:
     ``context`` carries the run's values that the exercise's answer is computed from (the exercise text says
     which); they are inputs, never the answer itself.
     """
-    if label not in EXERCISES:
-        raise ValueError(f"no exercise is labelled {label!r}; the labels are {sorted(EXERCISES)}")
+    if not isinstance(label, str) or label not in EXERCISES:
+        near = difflib.get_close_matches(str(label), EXERCISES, n=1, cutoff=0.6)
+        return CheckResult(False, f"there is no exercise labelled {label!r}" +
+                           (f": did you mean {near[0]!r}?" if near else
+                            ": copy the label from the exercise's title, e.g. 'ex-env-batch-bytes'."))
     exercise = EXERCISES[label]
     missing = [name for name in exercise.needs if name not in context]
     unexpected = sorted(set(context) - set(exercise.needs))
     if missing or unexpected:
-        raise TypeError(f"check({label!r}, answer, ...) needs the values {list(exercise.needs)} by name; "
-                        f"missing {missing}, not expected {unexpected}")
+        # A misuse of check, not a wrong answer: say what to pass, as a verdict rather than a traceback.
+        wanted = ", ".join(f"{name}={name}" for name in exercise.needs)
+        call = f"check({label!r}, answer{', ' + wanted if wanted else ''})"
+        if missing:
+            why = (f"this check also needs {', '.join(missing)}: the answer is computed from this run's "
+                   f"{' and '.join(missing)}, so pass {'them' if len(missing) > 1 else 'it'} by name")
+        else:
+            why = f"this check takes no {', '.join(unexpected)}"
+        return CheckResult(False, f"{why}: {call}.")
     VERDICTS[label] = verdict = _verdict(exercise, answer, context)
     return verdict
 

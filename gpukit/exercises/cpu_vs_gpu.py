@@ -190,7 +190,8 @@ def _times_a_product_on_the_device(answer, device: str | None = None) -> str | N
         return (f"called as timed(torch.matmul, a, b) on {device}, with its default sync, your function raised "
                 f"{error_line(error)}")
     if not isinstance(seconds, Real) or isinstance(seconds, bool) or not math.isfinite(seconds) or seconds <= 0:
-        return f"called as timed(torch.matmul, a, b) on {device}, your function returned {seconds!r}, not seconds."
+        shown = f"{float(seconds):g}" if isinstance(seconds, Real) else repr(seconds)  # not np.float64(...)
+        return f"called as timed(torch.matmul, a, b) on {device}, your function returned {shown}, not seconds."
     if device == "cpu":
         return None
     fastest = timing.benchmark(torch.matmul, p, p, repeats=5, device=device).best

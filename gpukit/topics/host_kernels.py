@@ -389,13 +389,14 @@ def check_kernel_arguments(params: list[Param], args, *, array_type, library: st
             continue
         if isinstance(arg, array_type):
             raise TypeError(f"argument {k} is a {library} array, which reaches the kernel as a pointer, but the "
-                            f"kernel's parameter {k} is the value {param.ctype}: pass a NumPy scalar such as "
-                            f"np.{param.dtype or 'int32'}(...)")
+                            f"kernel's parameter {k} is the value {param.ctype}: pass a NumPy scalar of that C type "
+                            f"(dtype {param.dtype or 'int32'})")
         data, given = _scalar_bytes(arg)
         if param.dtype is None:
             continue
         if data.itemsize != param.dtype.itemsize or data.dtype.kind != param.dtype.kind:
             notes.append(f"argument {k} is {given}, but the kernel's parameter {k} is the "
                          f"{param.dtype.itemsize}-byte {param.ctype}, so the kernel reads its first "
-                         f"{param.dtype.itemsize} bytes as a {param.ctype}: pass np.{param.dtype}(...)")
+                         f"{param.dtype.itemsize} bytes as a {param.ctype}: pass a NumPy scalar of the parameter's "
+                         f"type (dtype {param.dtype})")
     return notes
