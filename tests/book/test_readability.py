@@ -17,7 +17,8 @@ REPORT = ROOT / "_build" / "paragraph-lengths.md"
 
 
 def test_a_role_counts_as_the_words_it_shows():
-    assert words_in("took {eval}`glued.start_s` s on a {term}`GPU <graphics processing unit>` -- fast") == 7  # took, the value, s, on, a, GPU, fast
+    # took, the value, s, on, a, GPU, fast
+    assert words_in("took {eval}`glued.start_s` s on a {term}`GPU <graphics processing unit>` -- fast") == 7
 
 
 def test_list_items_are_paragraphs_and_code_math_tables_and_options_are_not_prose():
