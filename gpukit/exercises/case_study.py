@@ -316,7 +316,7 @@ def _wrong_parts(parts, device) -> str | None:
     for part in parts:
         if not isinstance(part, torch.Tensor):
             return (f"work received a {type(part).__module__}.{type(part).__name__}, not a torch tensor on the "
-                    "device: copy each slice there first, torch.from_numpy(part).to(device).")
+                    "device: make each slice a torch tensor and copy it to the device before work gets it.")
         if part.device.type != device.type:
             return (f"work received a slice on {part.device.type}; copy each slice to the device ({device}) "
                     "before calling work on it.")
@@ -363,6 +363,15 @@ def _works_in_chunks(answer) -> str | None:
                 and isinstance(moved, torch.Tensor) and moved.dim() == 3 and len(moved) > CHUNK):
             return (f"your function copied {len(moved)} matrices to the device at once: copy one slice at a "
                     "time, so that the device never holds more than chunk matrices of the batch.")
+    # Where the device is the CPU a slice made with torch.from_numpy is on it already, so the test above cannot
+    # see a missing copy: every slice work gets must come out of a move to the device (.to, .cuda, as_tensor
+    # with device=), which returns the tensor itself when it is there already.
+    moved_here = {id(out) for name, args, kwargs, out in watch.calls
+                  if name in _MOVES and getattr(_target_device(name, args, kwargs), "type", None) == device.type}
+    if any(id(part) not in moved_here for part in parts):
+        return ("work received a slice that your function never copied to the device. Here the device is the "
+                f"{device.type.upper()}, where that goes unnoticed; on a GPU work would get a host tensor. Copy each "
+                "slice to the chosen device before calling work on it.")
     seen = sum(len(part) for part in parts)
     if seen != total:
         return (f"work saw {seen} matrices in all, but the batch has {total}: the slices must cover every matrix "
