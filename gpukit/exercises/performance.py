@@ -133,6 +133,15 @@ def _race(counts) -> str | None:
             "what another wrote (and before any overwrites what another still has to read).")
 
 
+def _divergent(counts) -> str | None:
+    if counts.divergent_barrier is None:
+        return None
+    return (f"the threads of a block did not all pass the same barriers: {counts.divergent_barrier}. On a GPU "
+            "every thread of a block must reach each cuda.syncthreads(); a barrier inside a branch that only some "
+            "threads take (or after a return that some take) is undefined there and can hang the block. Put each "
+            "barrier where all the threads of the block reach it.")
+
+
 def _nothing_written(counts, name: str) -> str | None:
     if counts.stores[name] or counts.atomics[name]:
         return None
@@ -190,7 +199,7 @@ def _judge_transpose(label: str, answer, *, padded: bool) -> str | None:
     if wrong:
         return wrong
     in_name, out_name = (counts.names + ("inp", "out"))[:2]
-    wrong = (_race(counts) or _nothing_written(counts, out_name)
+    wrong = (_race(counts) or _divergent(counts) or _nothing_written(counts, out_name)
              or _values(out, want, f"for a {rows} × {cols} input") or _rereads(counts, in_name)
              or _uncoalesced(counts, in_name, "loads", "Let consecutive threads (threadIdx.x) read consecutive "
                              "elements of a row.")
@@ -246,7 +255,7 @@ def _judge_block_sums(answer) -> str | None:
         return wrong
     x_name, out_name = (counts.names + ("x", "out"))[:2]
     where = f"for {n} values in {blocks} blocks of {THREADS}"
-    wrong = (_race(counts) or _nothing_written(counts, out_name)
+    wrong = (_race(counts) or _divergent(counts) or _nothing_written(counts, out_name)
              or _values(out, want, where, rtol=SUM_RTOL, atol=SUM_ATOL) or _rereads(counts, x_name))
     if wrong:
         return wrong

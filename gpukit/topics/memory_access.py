@@ -93,6 +93,25 @@ class Race:
 
 
 @dataclass(frozen=True)
+class DivergentBarrier:
+    """Two threads of a block that did not pass the same barriers: a ``cuda.syncthreads()`` some threads of the
+    block skipped (inside an ``if`` that not all take, or after a ``return``), or reached at different lines."""
+
+    block: tuple[int, int, int]
+    ahead: tuple[int, int, int]  # (linear thread index, barriers it passed, source line of the barrier in question)
+    behind: tuple[int, int, int | None]  # the same for the other thread; its line is None where it never got there
+
+    def __str__(self) -> str:
+        (t1, passed1, line1), (t2, passed2, line2) = self.ahead, self.behind
+        if line2 is None:
+            return (f"in block {self.block}, thread {t1} passed cuda.syncthreads() {passed1} times, but thread {t2} "
+                    f"only {passed2}: thread {t1}'s barrier number {passed2 + 1} (line {line1}) is one thread {t2} "
+                    "never reached")
+        return (f"in block {self.block}, thread {t1} met a barrier at line {line1} where thread {t2} met the one "
+                f"at line {line2}")
+
+
+@dataclass(frozen=True)
 class AccessCounts:
     """What :func:`count_accesses` counted in one launch. The per-array dictionaries are keyed by the kernel's
     parameter names (global arrays); shared arrays are named by the variable their ``cuda.shared.array`` line
@@ -106,6 +125,7 @@ class AccessCounts:
     blocks: tuple[int, int, int] = (1, 1, 1)
     threads: tuple[int, int, int] = (1, 1, 1)
     shared_names: tuple[str, ...] = field(default=())
+    divergent_barrier: DivergentBarrier | None = None  # the first block whose threads passed different barriers
 
     def row(self, array: str, kind: str, memory: str | None = None) -> AccessRow | None:
         """The row of ``array``'s accesses of ``kind`` (in ``memory`` if given), or None where it had none."""
@@ -195,6 +215,8 @@ class AccessCounts:
             text.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(cells)).rstrip())
         if self.race_count:
             text.append(f"{self.race_count:,} shared-memory race(s), the first: {self.races[0]}")
+        if self.divergent_barrier:
+            text.append(f"threads of a block passed different barriers: {self.divergent_barrier}")
         return "\n".join(text)
 
     def __str__(self) -> str:
@@ -216,6 +238,8 @@ class _Recorder:
         self.shared_state: dict[tuple, list] = {}
         self.races: list[Race] = []
         self.race_count = 0
+        # (block index, linear thread index) -> the source line of each barrier the thread passed, in order
+        self.barrier_lines: dict[tuple[int, int], list[int]] = {}
         self.lock = threading.Lock()
 
     def thread(self):
@@ -271,8 +295,32 @@ class _Recorder:
                     state[3], state[4] = epoch, {}
                 state[4].setdefault(tid, line)
 
-    def barrier(self, passes: int = 1) -> None:
-        self.thread().epoch += passes
+    def barrier(self, line: int, passes: int = 1) -> None:
+        local = self.thread()
+        local.epoch += passes
+        with self.lock:
+            self.barrier_lines.setdefault((local.block_index, local.tid), []).extend([line] * passes)
+
+    def divergent_barrier(self, block_dims: tuple[int, int, int]) -> DivergentBarrier | None:
+        """The first block whose threads did not pass the same barriers at the same lines, as a pair of them.
+
+        On a GPU every thread of a block must reach each ``__syncthreads()``; the simulator instead lets the
+        threads that wait go on once all the others have finished or wait too, so a skipped barrier shows only
+        here. A thread that recorded no barrier passed none."""
+        size = block_dims[0] * block_dims[1] * block_dims[2]
+        gx, gy, _ = self.grid
+        for block_index in sorted({b for b, _ in self.barrier_lines}):
+            lines = [self.barrier_lines.get((block_index, tid), []) for tid in range(size)]
+            longest = max(range(size), key=lambda tid: len(lines[tid]))
+            for tid in range(size):
+                if lines[tid] == lines[longest]:
+                    continue
+                k = next((i for i, (a, b) in enumerate(zip(lines[longest], lines[tid])) if a != b), len(lines[tid]))
+                block = (block_index % gx, block_index // gx % gy, block_index // (gx * gy))
+                theirs = lines[tid][k] if k < len(lines[tid]) else None
+                return DivergentBarrier(block, (longest, len(lines[longest]), lines[longest][k]),
+                                        (tid, len(lines[tid]), theirs))
+        return None
 
     def rows(self) -> tuple[AccessRow, ...]:
         grouped: dict[tuple[int, str], list[list[int]]] = {}
@@ -514,20 +562,20 @@ def _counting_module_class(kernelapi, types, numpy_support):
             return self._counting_atomic
 
         def syncthreads(self):
-            self.recorder.barrier()
+            self.recorder.barrier(sys._getframe(1).f_lineno)
             super().syncthreads()
 
         # Each of these passes two barriers (BlockThread.syncthreads_count and its kin).
         def syncthreads_count(self, val):
-            self.recorder.barrier(2)
+            self.recorder.barrier(sys._getframe(1).f_lineno, 2)
             return super().syncthreads_count(val)
 
         def syncthreads_and(self, val):
-            self.recorder.barrier(2)
+            self.recorder.barrier(sys._getframe(1).f_lineno, 2)
             return super().syncthreads_and(val)
 
         def syncthreads_or(self, val):
-            self.recorder.barrier(2)
+            self.recorder.barrier(sys._getframe(1).f_lineno, 2)
             return super().syncthreads_or(val)
 
     return CountingCUDAModule
@@ -638,4 +686,5 @@ def count_accesses(kernel, blocks, threads, *arrays_and_scalars) -> AccessCounts
         simulated_kernel(function, device=False)[blocks, threads](*launch_args)
     shared = tuple(dict.fromkeys(a.name for a in recorder.arrays if a.memory == "shared"))
     return AccessCounts(names=tuple(names), sizes=sizes, rows=recorder.rows(), races=tuple(recorder.races),
-                        race_count=recorder.race_count, blocks=grid, threads=block, shared_names=shared)
+                        race_count=recorder.race_count, blocks=grid, threads=block, shared_names=shared,
+                        divergent_barrier=recorder.divergent_barrier(block))

@@ -264,6 +264,42 @@ def block_sums_without_barrier(x, out):
 
 
 @cuda.jit
+def block_sums_barrier_in_the_branch(x, out):
+    partial = cuda.shared.array(THREADS, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    step = THREADS // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+            cuda.syncthreads()  # only the threads with t < step get here: the others never wait
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = partial[0]
+
+
+@cuda.jit
+def barriers_on_two_lines(out):
+    t = cuda.threadIdx.x
+    if t < 16:
+        cuda.syncthreads()  # half the warp waits here ...
+    else:
+        cuda.syncthreads()  # ... the other half at another barrier
+    out[t] = t
+
+
+@cuda.jit
+def return_before_a_barrier(x, out):
+    i = cuda.grid(1)
+    if i >= x.size:
+        return  # the threads past the end leave before the barrier the others wait at
+    cuda.syncthreads()
+    out[i] = x[i]
+
+
+@cuda.jit
 def block_sums_without_guard(x, out):
     partial = cuda.shared.array(THREADS, float32)
     t = cuda.threadIdx.x

@@ -140,6 +140,26 @@ def test_a_missing_barrier_is_a_race_on_every_run(k, monkeypatch):
     assert unsynced.race_count > 0 and "tile[" in unsynced.table()
 
 
+def test_threads_of_a_block_that_pass_different_barriers_are_found(k):
+    x = np.ones(200, dtype=np.float32)
+    right = count_accesses(k.block_sums, 2, k.THREADS, x, np.zeros(2, np.float32))
+    assert right.divergent_barrier is None
+    # A barrier inside `if t < step:`: the simulator runs it to the right sums; on a GPU it is undefined.
+    out = np.zeros(2, np.float32)
+    skipped = count_accesses(k.block_sums_barrier_in_the_branch, 2, k.THREADS, x, out)
+    assert out.tolist() == [128, 72] and skipped.race_count == 0
+    barrier = skipped.divergent_barrier
+    assert barrier.block == (0, 0, 0) and barrier.ahead[:2] == (0, 8) and barrier.behind == (1, 7, None)
+    assert "thread 0 passed cuda.syncthreads() 8 times, but thread 1 only 7" in str(barrier)
+    assert "threads of a block passed different barriers" in skipped.table()
+    two_lines = count_accesses(k.barriers_on_two_lines, 1, 32, np.zeros(32, np.float32)).divergent_barrier
+    (_, _, first), (_, _, second) = two_lines.ahead, two_lines.behind
+    assert first != second and f"at line {first} where thread" in str(two_lines)
+    # Threads that return early pass fewer barriers: the second block of 200 values in blocks of 128.
+    early = count_accesses(k.return_before_a_barrier, 2, 128, x, np.zeros(200, np.float32)).divergent_barrier
+    assert early.block == (1, 0, 0) and early.ahead[:2] == (0, 1) and early.behind == (72, 0, None)
+
+
 def test_shared_memory_starts_out_holding_garbage(k):
     out = np.zeros(32, dtype=np.float32)
     count_accesses(k.read_unwritten_shared, 1, 32, out)
