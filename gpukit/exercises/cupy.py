@@ -285,10 +285,12 @@ class RecordedKernel:
     def __init__(self, kernel, array_type, library: str):
         self.kernel, self.array_type, self.library = kernel, array_type, library
         self.launches: list[tuple[object, object]] = []
+        self.arguments: list[tuple] = []
         self.notes: list[str] = []
 
     def __call__(self, grid, block, args, **options):
         self.launches.append((grid, block))
+        self.arguments.append(tuple(args) if isinstance(args, tuple | list) else ())
         if not isinstance(args, tuple | list):
             raise TypeError(f"args must be a tuple of the kernel's arguments, not {type(args).__name__}")
         self.notes = check_kernel_arguments(SAXPY_PARAMS, args, array_type=self.array_type, library=self.library)
@@ -331,8 +333,21 @@ def _run_launch(answer) -> KernelRun:
     if not kernel.launches:
         return KernelRun("your function never launched the kernel: call kernel((blocks,), (threads,), args).")
     out_host = cupy.asnumpy(out) if cupy is not None else out
-    unwritten = _unwritten(out_host, f"the launch of {_threads_of(*kernel.launches[-1])}: the grid must cover "
-                                     "every element, so round the number of blocks up")
+    grid, block = kernel.launches[-1]
+    try:
+        blocks, threads = int(np.prod(grid)), int(np.prod(block))
+    except (TypeError, ValueError):
+        blocks = threads = 0
+    if threads and threads != THREADS:
+        return KernelRun(f"your launch has {threads} threads per block; the exercise asks for {THREADS}, and the "
+                         "number of blocks follows from it.")
+    if not any(len(args) > 3 and args[3] is out for args in kernel.arguments):
+        return KernelRun("the kernel never wrote into the out array your function was given: the check reads "
+                         "that array, so launch the kernel on it rather than on an array of your own.")
+    covered = blocks * threads >= N
+    unwritten = _unwritten(out_host, f"the launch of {_threads_of(grid, block)}" + (
+        ": the grid must cover every element, so round the number of blocks up" if not covered else
+        ", which covers every element: look at the arguments (the length n passed to the kernel)"))
     if unwritten:
         return KernelRun(unwritten)
     if kernel.notes and not np.allclose(out_host, _launch_expected(), rtol=1e-5):

@@ -18,11 +18,15 @@ def test_a_grid_stride_kernel_passes():
 
 @needs_a_compiler
 def test_other_right_launches_pass():
-    def bigger_blocks(kernel, alpha, x, y, out):
-        threads = 256
+    def rounded_up_by_negation(kernel, alpha, x, y, out):
+        threads = 128
         kernel((-(-x.size // threads),), (threads,), (np.float32(alpha), x, y, out, np.int32(len(x))))
 
-    assert check("ex-cupy-launch", bigger_blocks)
+    def one_block_more(kernel, alpha, x, y, out):  # an idle block where n is a multiple of 128: harmless
+        kernel((x.size // 128 + 1,), (128,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+    assert check("ex-cupy-launch", rounded_up_by_negation)
+    assert check("ex-cupy-launch", one_block_more)
     assert check("ex-cupy-launch", run_saxpy_python_int_n)  # a Python int reaches an int parameter right
 
 

@@ -112,6 +112,18 @@ def run_saxpy_huge_block(kernel, alpha, x, y, out):
     kernel((1,), (2 * x.size,), (np.float32(alpha), x, y, out, np.int32(x.size)))
 
 
+def run_saxpy_256_threads(kernel, alpha, x, y, out):
+    """Right values, but the exercise asks for 128 threads per block."""
+    kernel(((x.size + 255) // 256,), (256,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
+def run_saxpy_into_its_own_array(kernel, alpha, x, y, out):
+    """Launches over every element, into an array of its own that it returns: out stays unwritten."""
+    mine = out.copy()
+    kernel(((x.size + 127) // 128,), (128,), (np.float32(alpha), x, y, mine, np.int32(x.size)))
+    return mine
+
+
 def _needs_a_cpp_compiler():
     if not HostKernel.can_compile():
         pytest.skip("no C++ compiler here to run kernels on the CPU")
@@ -155,6 +167,8 @@ def _launch_wrong_answers():
         (run_saxpy_float64_input, "float64 array"),
         (run_saxpy_never, "never launched"),
         (run_saxpy_huge_block, "more than CUDA's 1024"),
+        (run_saxpy_256_threads, "asks for 128"),
+        (run_saxpy_into_its_own_array, "an array of your own"),
         ("run_saxpy", "expected a function"),
     ]
 
