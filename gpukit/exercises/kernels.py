@@ -64,12 +64,12 @@ def _is_a_guarded_numba_saxpy(answer) -> str | None:
         _, overflow = _launch_numba_saxpy(answer)
     except IndexError as error:
         return (f"a thread indexed past the end of an array ({first_line(error)}): the last block has threads "
-                "with i >= n; add the bounds guard `if i < out.size:` around the work.")
+                "with i >= n; give the work a bounds guard, so that those threads do nothing.")
     except Exception as error:  # the reader's kernel: any error is the answer to report
         return f"launching your kernel raised {error_line(error)}"
     if overflow:
-        return ("threads with i >= n wrote past the end of out (the GPU does not stop them): add the bounds "
-                "guard `if i < out.size:` around the work.")
+        return ("threads with i >= n wrote past the end of out (the GPU does not stop them): give the work a "
+                "bounds guard, so that only threads with an element of their own do it.")
     return None
 
 
@@ -122,12 +122,17 @@ def _is_a_masked_triton_relu(answer) -> str | None:
         return ("your kernel was made for Triton's CPU interpreter (TRITON_INTERPRET=1) on a machine with a "
                 "GPU: unset TRITON_INTERPRET and define the kernel again.")
     try:
-        _, overflow = _launch_triton_relu(answer)
+        out, overflow = _launch_triton_relu(answer)
     except Exception as error:  # the reader's kernel: any error is the answer to report
         return f"launching your kernel raised {error_line(error)}"
     if overflow:
         return ("your kernel stored values past the end of out (the last program's offsets go beyond n): "
-                "give tl.store (and tl.load) the mask offsets < n.")
+                "give tl.store (and tl.load) a mask that leaves out the offsets at or past n.")
+    # out was filled with a value no ReLU gives (it is never negative) before the launch.
+    unwritten = (out == _SENTINEL).nonzero().flatten().tolist()
+    if unwritten:
+        return (f"{len(unwritten)} of the {len(out)} outputs were never written (the first at index {unwritten[0]}): "
+                "each program must store every element of its block, at offsets that start from its program id.")
     return None
 
 
@@ -203,8 +208,8 @@ def _launch_problem(answer, n: int, threads: int):
                       f"the last {n - blocks * threads} items get no thread. Round n / threads up, not down.")
     if (blocks - 1) * threads >= n:
         return None, (f"for {n} items in blocks of {threads}, your {blocks} blocks leave at least one block with no "
-                      "item at all (n // threads + 1 adds a block when n is a multiple of threads): round up with "
-                      "(n + threads - 1) // threads.")
+                      "item at all (n // threads + 1 adds a block when n is a multiple of threads): round n / threads "
+                      "up instead.")
     if hasattr(out, "copy_to_host"):
         return None, (f"your function returned the result on the device ({type(out).__name__}): copy it back with "
                       ".copy_to_host() and return the NumPy array.")
