@@ -61,6 +61,7 @@ class Exercise:
     result: Callable[[object], object] | None = None
     check_device: bool = True
     writes: str = ""  # what the learner writes to answer: one of WRITES
+    correct_means: str = ""  # what a correct number is, said after "Correct: ... matches" (what it measured)
 
 
 def _number(value) -> str:
@@ -230,8 +231,11 @@ def _verdict(exercise: Exercise, answer, context: dict) -> CheckResult:
             return CheckResult(False, wrong_method)
     if exercise.result is not None:
         answer = exercise.result(answer)
-    return compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
-                   check_device=exercise.check_device)
+    verdict = compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
+                      check_device=exercise.check_device)
+    if verdict.correct and exercise.correct_means:
+        return CheckResult(True, f"{verdict.message.rstrip('.')}: {exercise.correct_means}.")
+    return verdict
 
 
 # The last verdict on each label in this Python process, for the book's tests: they run each lesson's solution

@@ -102,8 +102,14 @@ class ModelKernel:
 
 def _seconds(answer, kernel, stream) -> tuple[float | None, str | None]:
     """What the learner's function reports for the kernel, or why it reports nothing usable."""
+    waits = []
+
+    def sync():
+        waits.append(1)
+        stream.synchronize()
+
     try:
-        seconds = answer(kernel, "x", sync=stream.synchronize)
+        seconds = answer(kernel, "x", sync=sync)
     except TypeError as error:
         if "sync" in str(error):
             return None, ("your function must take the wait as a keyword argument: def timed(f, *args, "
@@ -116,12 +122,23 @@ def _seconds(answer, kernel, stream) -> tuple[float | None, str | None]:
                       "in seconds, a number (time.perf_counter() differences are seconds).")
     if kernel.calls == 0:
         return None, "your function never called f: call f(*args) between reading the clock and reading it again."
+    _SYNC_CALLS[0] = len(waits)
     return float(seconds), None
 
 
+# How many times the learner's function called the sync it was given, in the run _seconds last made.
+_SYNC_CALLS = [0]
+
+
 def _too_short() -> str:
-    return ("your function reported less time than the work keeps the device busy: the clock stopped when the "
-            "work was queued, not when it finished. Call sync() after f(*args), before reading the clock again.")
+    told = ("your function reported less time than the work keeps the device busy: the clock stopped when the "
+            "work was queued, not when it finished.")
+    if not _SYNC_CALLS[0]:
+        # A wait written into the body (wait_for(device), torch.cuda.synchronize()) waits for the device, not for
+        # the work of a caller that passes a sync of its own: here, the check's model stream.
+        return (f"{told} Your function never called the sync it was given: wait through sync() (its default waits "
+                "for the device), so that a caller can say what to wait for.")
+    return f"{told} Call sync() after f(*args), before reading the clock again."
 
 
 def _in_milliseconds(seconds: float) -> bool:
@@ -302,7 +319,9 @@ def _predicts_the_float64_product(answer, device: str, n: int, bandwidth: float)
 
 register(
     Exercise("ex-cpu-gpu-time-by-hand", lambda: WORK_SECONDS, method=_times_one_warm_call_correctly,
-             result=_seconds_of_the_cold_run, rtol=(LONGEST - WORK_SECONDS) / WORK_SECONDS, writes="device code"),
+             result=_seconds_of_the_cold_run, rtol=(LONGEST - WORK_SECONDS) / WORK_SECONDS, writes="device code",
+             correct_means=f"the seconds your function gave for one call of the check's model work, which keeps "
+                           f"its stream busy for {WORK_SECONDS:g} s"),
     Exercise("ex-cpu-gpu-transfer-share", lambda: (2 + 1) * 60 / ((2 + 1) * 60 + 70), rtol=1e-3, writes="a number"),
     Exercise("ex-cpu-gpu-create-on-device", _wave_on_the_chosen_device, method=_creates_on_the_device,
              result=lambda make_wave: make_wave(WAVE_LENGTH), rtol=1e-5, atol=1e-5, writes="device code"),

@@ -56,6 +56,16 @@ def mean_with_the_first_call(f, *args, sync=lambda: wait_for(device)):
     return statistics.mean(times)
 
 
+def waits_for_the_device_itself(f, *args, sync=lambda: wait_for(device)):
+    """Waits, but for the device rather than through the sync it is given (the caller's work is elsewhere)."""
+    f(*args)
+    wait_for(device)
+    start = time.perf_counter()
+    f(*args)
+    wait_for(device)
+    return time.perf_counter() - start
+
+
 def warm_up_not_waited_for(f, *args, sync=lambda: wait_for(device)):
     f(*args)
     start = time.perf_counter()
@@ -117,6 +127,7 @@ WRONG_ANSWERS = {
     ],
     "ex-cpu-gpu-time-by-hand": lambda: [
         (unsynchronised, "the clock stopped when the work was queued"),
+        (waits_for_the_device_itself, "never called the sync it was given"),
         (first_call, "it includes the first call"),
         (mean_with_the_first_call, "it includes the first call"),
         (warm_up_not_waited_for, "Call sync() before starting the clock"),
