@@ -1,6 +1,8 @@
 """Every lesson runs to the end in a thin kernel: one with NumPy, PyTorch, Matplotlib, pandas and gpukit but
 none of the optional libraries, as in many workshop JupyterHubs. Each cell that needs a missing library
-must print that it skips, naming the library and the command that installs it.
+must print that it skips, naming the library and the command that installs it. The lesson runs as nbval runs it
+(tests/support/lesson_solutions.py): each exercise's solution after the learner's cell, passing its check or
+skipping.
 
 The kernel gets an IPython start-up file that hides the optional libraries from Python's path finder, so
 the lesson code (and the libraries it uses, which probe with ``importlib.util.find_spec``) meet exactly what
@@ -21,6 +23,7 @@ from packaging.requirements import Requirement
 
 from tests.support.booktoc import ROOT
 from tests.support.device_probe import skip_where_the_gpu_cannot_work
+from tests.support.lesson_solutions import as_tested
 
 OPTIONAL = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
             "triton", "threadpoolctl", "tqdm", "array_api_compat")
@@ -138,7 +141,9 @@ def printed(nb) -> str:
 def test_notebook_runs_to_the_end_without_the_optional_libraries(path, thin_ipython_dir, monkeypatch):
     skip_where_the_gpu_cannot_work(needs="the lessons put their tensors on the GPU torch reports")
     monkeypatch.setenv("IPYTHONDIR", str(thin_ipython_dir))
-    nb = nbformat.read(path, as_version=4)
+    # As nbval runs it: each solution's code runs after the learner's cell, and must pass its check or skip
+    # with its sentence where the library it needs is missing (the solution of ex-par-dask-mean did neither).
+    nb = as_tested(nbformat.read(path, as_version=4), path.stem)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", 300)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
