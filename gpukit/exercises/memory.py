@@ -94,7 +94,7 @@ def _run_nearest(answer, device, trial):
             return (f"with {len(centres)} centres in {trial[2]} and a budget of {trial[3]:,} bytes, a slice of "
                     f"{largest} rows asked cdist for {largest * len(centres) * points.element_size():,} bytes: "
                     "more than the budget. Work out the rows that fit from the bytes of one row of the distance "
-                    "matrix (centres times the bytes of one value, points.element_size()), and round down.")
+                    "matrix (one value per centre, at the bytes of the points' dtype), and round down.")
         except Exception as error:  # the learner's code: any error is the answer to report
             return f"on {len(points)} points your function raised {error_line(error)}"
     if out is None:

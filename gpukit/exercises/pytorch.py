@@ -90,8 +90,8 @@ def _works_on_any_device(answer, device) -> str | None:
     except Exception as error:  # the reader's code: report whatever it raised
         return (_raised("on a batch on PyTorch's meta device (no values; it stands for any device that is not the "
                         "CPU) your function", error)
-                + ". A tensor it uses was made on a fixed device, or the batch was moved: make each constant where "
-                  "the batch is (device=batch.device).")
+                + ". A tensor it uses was made on a fixed device, or the batch was moved: make each constant on "
+                  "the device the batch is on, whichever that is.")
     if isinstance(on_meta, torch.Tensor) and on_meta.device.type != "meta":
         return (f"for a batch on the meta device your function returned a tensor on {on_meta.device.type}: compute "
                 "on the batch's device and leave the result there.")
