@@ -352,7 +352,35 @@ def _run_launch(answer) -> KernelRun:
         return KernelRun(unwritten)
     if kernel.notes and not np.allclose(out_host, _launch_expected(), rtol=1e-5):
         return KernelRun("the values are wrong: " + " ".join(kernel.notes))
+    idle = _idle_blocks(answer, cupy)
+    if idle:
+        return KernelRun(idle)
     return KernelRun(None, out_host)
+
+
+def _idle_blocks(answer, cupy) -> str | None:
+    """The book's grid rule, as chapter 9 checks it: no block without an element. With n a multiple of 128 (N is
+    not), ``n // 128 + 1`` launches a block of threads that all find i >= n."""
+    n = 8 * THREADS
+    arrays = [np.zeros(n, dtype=np.float32) for _ in range(3)]
+    if cupy is not None:
+        arrays = [cupy.asarray(a) for a in arrays]
+        kernel = RecordedKernel(cupy.RawKernel(SAXPY_SOURCE, "saxpy"), cupy.ndarray, "CuPy")
+    else:
+        kernel = RecordedKernel(HostKernel(SAXPY_SOURCE, "saxpy"), np.ndarray, "NumPy")
+    try:
+        answer(kernel, ALPHA, *arrays)
+    except Exception:  # noqa: BLE001 - the launch on N elements passed; this one only counts blocks
+        return None
+    if not kernel.launches:
+        return None
+    grid, _ = kernel.launches[-1]
+    blocks = int(np.prod(grid))
+    if (blocks - 1) * THREADS >= n:
+        return (f"for {n} elements in blocks of {THREADS}, your launch has {blocks} blocks, one at least with no "
+                f"element at all (n // {THREADS} + 1 adds a block when n is a multiple of {THREADS}): round "
+                f"n / {THREADS} up instead.")
+    return None
 
 
 def _launch_problems(answer) -> str | None:

@@ -124,6 +124,11 @@ def run_saxpy_into_its_own_array(kernel, alpha, x, y, out):
     return mine
 
 
+def run_saxpy_one_block_more(kernel, alpha, x, y, out):
+    """Right for 1000 elements; for a multiple of 128 it launches a block with no element (chapter 9's rule)."""
+    kernel((x.size // 128 + 1,), (128,), (np.float32(alpha), x, y, out, np.int32(x.size)))
+
+
 def _needs_a_cpp_compiler():
     if not HostKernel.can_compile():
         pytest.skip("no C++ compiler here to run kernels on the CPU")
@@ -169,6 +174,7 @@ def _launch_wrong_answers():
         (run_saxpy_huge_block, "more than CUDA's 1024"),
         (run_saxpy_256_threads, "asks for 128"),
         (run_saxpy_into_its_own_array, "an array of your own"),
+        (run_saxpy_one_block_more, "no element at all"),
         ("run_saxpy", "expected a function"),
     ]
 
