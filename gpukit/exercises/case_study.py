@@ -405,7 +405,7 @@ register(
 
 # ------------------------------------------------------------------ ex-case-predict-batch
 def _det_fft(count: int, n: int, **_) -> Work:
-    """Per matrix: the LU factorisation behind det, 8 n³ / 3 real FLOPs on complex values (2 n³ / 3 complex
+    """Per matrix: the LU factorisation behind det, 8 n³ / 3 real FLOPs on complex values (n³ / 3 complex
     multiply-adds of 8 real FLOPs each), and the 2-D FFT, 5 n² log2(n²) real FLOPs (the usual count of a complex FFT
     of n² points); det reads each matrix once, fft2 reads it and writes its spectrum: 3 x 8 n² bytes of complex64."""
     return Work(count * (8 * n**3 / 3 + 5 * n**2 * math.log2(n**2)), count * 3 * 8 * n**2)

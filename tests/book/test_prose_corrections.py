@@ -22,7 +22,27 @@ say. The sources the corrections rest on:
 - Python 3.14 starts multiprocessing workers by forkserver on Linux (Python 3.14's "What's new").
 - Chapter 5: a signed 32-bit index overflows at 2³¹.
 - Kernel launches in a profile: `cudaLaunchKernel`, and `cudaLaunchKernelExC` and `cuLaunchKernel` too
-  (pytorch/pytorch pull request #99571: Triton's kernels launch with the driver's `cuLaunchKernel`).
+  (pytorch/pytorch pull request #99571); current Triton launches with the driver's `cuLaunchKernelEx`
+  (`triton/backends/nvidia/driver.c` of the pinned Triton 3.7.1).
+Issue 35, section 1, checked against the pinned PyTorch 2.13 and Triton 3.7.1 in the virtual environment:
+
+- Chapter 17: NVLink 4's 450 GB/s is 7-9 times PCIe 5.0 x16's 63 and NDR InfiniBand's 50, which are about 1.3
+  times apart; nccl#1264's figure is a peer-to-peer copy test, and NVLS reduces in the switch.
+- Bytes per parameter: 16 with Adam in float32 or mixed precision, 8 in pure bfloat16 or float32 with SGD.
+- Adam (`torch/optim/adam.py`): foreach's `_foreach_sqrt` makes a temporary of all the second moments, the
+  per-tensor loop one tensor's at a time, the fused kernel none.
+- `torchfrtrace -j` (`flight_recorder/components/builder.py`) prints the entries and exits before the analysis;
+  gloo's work records into the flight recorder too (`ProcessGroupGloo.hpp`, `trace_id_`).
+- NCCL's watchdog aborts by default (`TORCH_NCCL_ASYNC_ERROR_HANDLING`, `SkipCleanUp`); an exception comes
+  only with `TORCH_NCCL_BLOCKING_WAIT`.
+- FSDP2 shards with `_chunk_with_empty` (`torch.chunk`); `checkpoint` without `use_reentrant` warns and runs
+  the reentrant variant (`torch/utils/checkpoint.py`).
+- Chapter 16: an LU of an m x m complex matrix is about m³/3 complex multiply-adds, 8 m³/3 real FLOPs;
+  tile and wave quantization (NVIDIA's "Matrix Multiplication Background User's Guide"); `max-autotune`
+  sets `triton.cudagraphs` (`torch._inductor.list_mode_options`); a GPU's ceilings are the datasheet's.
+- Outside the tensor cores the A10, A40, L4, L40 and L40S run float16 at the float32 rate.
+- Slurm: `--gres=gpu:N` counts per node, `--gpus=N` per job; `nvidia-smi` shows only the job's GPUs under
+  `ConstrainDevices=yes`. The driver caps CUDA's major version (minor-version compatibility).
 - Chapter 6: the ~305 MiB left in the Clemson workshop's readings is the CUDA context that the first
   `.to(device)` created (its first `nvidia-smi` lists no process of its own).
 """
@@ -90,11 +110,72 @@ CLAIMS = (
           right=(r"forkserver, the default on Linux from Python 3\.14",)),
     Claim("notebooks/05-autograd-custom-ops.ipynb", "a signed 32-bit index overflows at 2^31",
           wrong=(r"about two billion elements",), right=(r"2³¹ = 2,147,483,648",)),
-    Claim("chapters/instructor-notes.md", "launches appear as cuLaunchKernel and cudaLaunchKernelExC too",
-          right=(r"`cudaLaunchKernelExC`", r"`cuLaunchKernel`")),
+    Claim("chapters/instructor-notes.md", "launches appear as cudaLaunchKernelExC, Triton's as cuLaunchKernelEx",
+          wrong=(r"`cuLaunchKernel`, the driver API's, for Triton's",),
+          right=(r"`cudaLaunchKernelExC`", r"`cuLaunchKernelEx`, the driver API's, for current Triton's")),
     Claim("notebooks/06-vram-and-errors.ipynb", "what stays after empty_cache is the CUDA context of .to(device)",
           wrong=(r"random-number kernels behind `randn` stay loaded",),
           right=(r"\*\*CUDA context\*\* that the first\s+`\.to\(device\)` created", r"came back in full")),
+    # Issue 35, section 1.
+    Claim("notebooks/17-training-at-scale.ipynb", "NVLink is 7-9 times PCIe and InfiniBand, 1.3 times apart",
+          wrong=(r"each an order of magnitude apart", r"each about ten times apart"),
+          right=(r"7 to 9 times as\s+fast as either of the others", r"only about 1\.3 times\s+apart",
+                 r"7 to 9 times PCIe's or InfiniBand's, which are about 1\.3 times apart")),
+    Claim("notebooks/17-training-at-scale.ipynb", "nccl#1264 is a peer-to-peer copy test; NVLS reduces in the switch",
+          wrong=(r"measured bus bandwidths reach about 80 %",),
+          right=(r"peer-to-peer copy test, not as NCCL's bus bandwidth", r"NVLink SHARP, `NVLS`",
+                 r"the formula overstates the traffic")),
+    Claim("notebooks/17-training-at-scale.ipynb", "8 bytes per parameter recipes need 56 GB",
+          wrong=(r"whichever of the common recipes",),
+          right=(r"pure bfloat16 with Adam or `float32` with plain SGD, bring it down to 56 GB",)),
+    Claim("chapters/17-training-at-scale.md", "16 bytes per parameter is not every recipe's count",
+          wrong=(r"whatever mixed-precision\s+recipe is used",), right=(r"8 in pure bfloat16",)),
+    Claim("notebooks/17-training-at-scale.ipynb", "Adam: foreach makes a model-sized temporary, fused none",
+          wrong=(r"without the temporary copies of the per-tensor loop",),
+          right=(r"`torch\._foreach_sqrt` of all the second moments", r"the size\s+of one tensor at a time",
+                 r"without those temporaries")),
+    Claim("notebooks/17-training-at-scale.ipynb", "torchfrtrace -j skips the analysis; the recorder is not NCCL only",
+          wrong=(r"\(NCCL only\)", r"keeps NCCL's last collectives"),
+          right=(r"on gloo too", r"its `-j` only prints the entries, and skips that analysis")),
+    Claim("notebooks/17-training-at-scale.ipynb", "NCCL's watchdog aborts; blocking wait raises; py-spy pauses",
+          wrong=(r"waiting ranks raise instead of hanging", r"stack without\s+stopping it"),
+          right=(r"the watchdog aborts the process by default", r"`TORCH_NCCL_BLOCKING_WAIT=1`",
+                 r"pausing it\s+only for a moment", r"`--native`")),
+    Claim("notebooks/17-training-at-scale.ipynb", "FSDP2 shards as torch.chunk does",
+          wrong=(r"split evenly over the ranks",), right=(r"as `torch\.chunk` splits them", r"86, 86 and 84")),
+    Claim("chapters/glossary.md", "FSDP2 shards as torch.chunk does",
+          wrong=(r"rows split evenly",), right=(r"rows split as `torch\.chunk` splits them",)),
+    Claim("notebooks/17-training-at-scale.ipynb", "kept leaves out block 0's input, which saved_bytes counts",
+          right=(r"less one of them, block 0's\s+input `x`", r"so `saved_bytes` counts it")),
+    Claim("notebooks/17-training-at-scale.ipynb", "reentrant checkpointing runs when use_reentrant is not passed",
+          wrong=(r"default in some versions",), right=(r"when `use_reentrant` is not passed, with a warning",)),
+    Claim("notebooks/16-performance-engineering.ipynb", "tile and wave quantization, from NVIDIA's matrix guide",
+          wrong=(r"cuBLAS`? documentation asks", r"multiples of 64 or 128 fill the tensor cores' tiles and the waves"),
+          right=(r"\"Matrix Multiplication Background User's Guide\"", r"\*\*Tile quantization\*\*",
+                 r"7\.76 waves")),
+    Claim("notebooks/16-performance-engineering.ipynb", "where 4104 lands is the measurement's to say",
+          right=(r"Where a size such as 4104 \(a multiple of 8, not of 64\)\s+lands is the measurement's",)),
+    Claim("notebooks/16-performance-engineering.ipynb", "a GPU's ceilings are the datasheet's",
+          wrong=(r"the fastest copy each device reached \(or, for a GPU",),
+          right=(r"For a GPU both\s+are its datasheet's",)),
+    Claim("notebooks/16-performance-engineering.ipynb", "max-autotune also turns on CUDA graphs",
+          right=(r"`max-autotune-no-cudagraphs`", r"both the tuning and the fewer launches")),
+    Claim("notebooks/15-precision-and-data.ipynb", "A10, A40, L4, L40 and L40S run float16 at the float32 rate",
+          wrong=(r"the rest of NVIDIA's data-centre GPUs too",),
+          right=(r"A10, A40, L4, L40 and L40S compute it at the `float32` rate",)),
+    Claim("notebooks/11-slurm.ipynb", "--gres counts per node, --gpus per job",
+          wrong=(r"`--gpus=N` \(or `--gres=gpu:N`\)",), right=(r"N GPUs on each node of the job, not N in all",)),
+    Claim("notebooks/11-slurm.ipynb", "nvidia-smi shows the job's GPUs only under ConstrainDevices=yes",
+          wrong=(r"shows only the job's GPUs\. ",), right=(r"`ConstrainDevices=yes` in `cgroup\.conf`",)),
+    Claim("chapters/glossary.md", "the driver caps the CUDA major version, not the minor",
+          wrong=(r"caps the\s+newest CUDA a program can use",),
+          right=(r"The cap is on the major version", r"minor-version compatibility")),
+    Claim("notebooks/03-cupy.ipynb", "np.from_dlpack takes arrays from the CPU only",
+          wrong=(r"It works on the CPU as on the GPU", r"on CPU and GPU alike"),
+          right=(r"`np\.from_dlpack\(x\)` takes only arrays on the CPU", r"`np\.from_dlpack` takes only arrays")),
+    Claim("notebooks/14-profiling.ipynb", "current Triton launches with cuLaunchKernelEx",
+          wrong=(r"as \{term\}`Triton`'s are",),
+          right=(r"current \{term\}`Triton` launches its kernels with `cuLaunchKernelEx`",)),
 )
 
 
@@ -127,6 +208,11 @@ def test_the_old_wording_is_caught():
         "chapters/which-library.md": "CUDA 12 and CUDA 13 libraries side by side\n  load two copies of cuBLAS "
                                      "and fail at the first call.",
         "chapters/glossary.md": "(on the\n  A100, H100 and H200) float64.",
+        "notebooks/17-training-at-scale.ipynb": "Between GPUs the bytes cross one of three kinds of link, each an "
+                                                "order of magnitude apart:",
+        "notebooks/03-cupy.ipynb": "`jax.numpy.from_dlpack(x)`.\nIt works on the CPU as on the GPU, so it runs here.",
+        "notebooks/15-precision-and-data.ipynb": "the V100; `bfloat16` and TF32 since the A100); the rest of "
+                                                 "NVIDIA's data-centre GPUs too,",
     }
     for page, text in old.items():
         claims = [claim for claim in CLAIMS if claim.page == page]
