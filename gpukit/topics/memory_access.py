@@ -315,7 +315,9 @@ class _Recorder:
             for tid in range(size):
                 if lines[tid] == lines[longest]:
                     continue
-                k = next((i for i, (a, b) in enumerate(zip(lines[longest], lines[tid])) if a != b), len(lines[tid]))
+                # The first barrier where they part; a shorter list that agrees so far parts where it ends.
+                pairs = zip(lines[longest], lines[tid], strict=False)
+                k = next((i for i, (a, b) in enumerate(pairs) if a != b), len(lines[tid]))
                 block = (block_index % gx, block_index // gx % gy, block_index // (gx * gy))
                 theirs = lines[tid][k] if k < len(lines[tid]) else None
                 return DivergentBarrier(block, (longest, len(lines[longest]), lines[longest][k]),
