@@ -100,8 +100,9 @@ class ModelKernel:
         return args[0] if args else None
 
 
-def _seconds(answer, kernel, stream) -> tuple[float | None, str | None]:
-    """What the learner's function reports for the kernel, or why it reports nothing usable."""
+def _seconds(answer, kernel, stream) -> tuple[float | None, str | None, bool]:
+    """What the learner's function reports for the kernel, or why it reports nothing usable, and whether it called
+    the sync it was given."""
     waits = []
 
     def sync():
@@ -113,27 +114,23 @@ def _seconds(answer, kernel, stream) -> tuple[float | None, str | None]:
     except TypeError as error:
         if "sync" in str(error):
             return None, ("your function must take the wait as a keyword argument: def timed(f, *args, "
-                          "sync=lambda: wait_for(device)); the check passes a sync of its own.")
-        return None, f"your function raised TypeError: {str(error).strip()[:200]}"
+                          "sync=lambda: wait_for(device)); the check passes a sync of its own."), False
+        return None, f"your function raised TypeError: {str(error).strip()[:200]}", False
     except Exception as error:  # the reader's code: any error is the answer to report
-        return None, f"your function raised {type(error).__name__}: {(str(error).strip() or '')[:200]}"
+        return None, f"your function raised {type(error).__name__}: {(str(error).strip() or '')[:200]}", False
     if not isinstance(seconds, Real) or isinstance(seconds, bool) or not math.isfinite(seconds):
-        return None, (f"your function returned {type(seconds).__name__} {seconds!r}; return the time of one call "
-                      "in seconds, a number (time.perf_counter() differences are seconds).")
+        return None, (f"your function returned {type(seconds).__name__} {seconds!r}; return the time of one "
+                      "call in seconds, a number (time.perf_counter() differences are seconds)."), False
     if kernel.calls == 0:
-        return None, "your function never called f: call f(*args) between reading the clock and reading it again."
-    _SYNC_CALLS[0] = len(waits)
-    return float(seconds), None
+        return None, ("your function never called f: call f(*args) between reading the clock and reading it "
+                      "again."), False
+    return float(seconds), None, bool(waits)
 
 
-# How many times the learner's function called the sync it was given, in the run _seconds last made.
-_SYNC_CALLS = [0]
-
-
-def _too_short() -> str:
+def _too_short(waited: bool) -> str:
     told = ("your function reported less time than the work keeps the device busy: the clock stopped when the "
             "work was queued, not when it finished.")
-    if not _SYNC_CALLS[0]:
+    if not waited:
         # A wait written into the body (wait_for(device), torch.cuda.synchronize()) waits for the device, not for
         # the work of a caller that passes a sync of its own: here, the check's model stream.
         return (f"{told} Your function never called the sync it was given: wait through sync() (its default waits "
@@ -159,11 +156,11 @@ def _times_one_warm_call_correctly(answer) -> str | None:
     try:
         # First run: work called before (warm), with earlier work still queued when the function is called.
         stream.submit(QUEUED_BEFORE_SECONDS)
-        seconds, problem = _seconds(answer, ModelKernel(stream, warm=True), stream)
+        seconds, problem, waited = _seconds(answer, ModelKernel(stream, warm=True), stream)
         if problem:
             return problem
         if seconds < SHORTEST:
-            return _too_short()
+            return _too_short(waited)
         if _in_milliseconds(seconds):
             return f"your function returned {seconds:g}: that looks like milliseconds; return seconds."
         if seconds > LONGEST:
@@ -171,11 +168,11 @@ def _times_one_warm_call_correctly(answer) -> str | None:
                     "clock started (earlier work, or your own warm-up call) finished inside your timing. Call "
                     "sync() before starting the clock.")
         # Second run: work never called before, nothing queued.
-        seconds, problem = _seconds(answer, ModelKernel(stream), stream)
+        seconds, problem, waited = _seconds(answer, ModelKernel(stream), stream)
         if problem:
             return problem
         if seconds < SHORTEST:
-            return _too_short()
+            return _too_short(waited)
         if seconds > LONGEST:
             return ("your function reported more time than one call keeps the device busy when f had not been "
                     "called before: it includes the first call, which pays one-off costs (compiling, loading a "

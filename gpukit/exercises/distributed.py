@@ -66,29 +66,17 @@ def _python_error(run, ranks=None) -> str | None:
     return None
 
 
-def _root_cause(run) -> tuple[int, int, str] | None:
-    """(rank, exit code, torchrun's line) of the first rank to fail, or None when torchrun named none."""
-    cause = run.root_cause()
-    if cause is None:
-        return None
-    words = cause.split()  # "rank 1: exit code -11, Signal 11 (SIGSEGV) ..."
-    try:
-        return int(words[1].rstrip(":")), int(words[4].rstrip(",")), cause
-    except (IndexError, ValueError):
-        return None
-
-
 def _crashed(run) -> bool:
     """The first rank to fail raised nothing and was ended by a signal (torchrun gives minus its number): a crash,
     such as the one PyTorch can have while a process shuts down, not an error in the script's code."""
-    cause = _root_cause(run)
-    return cause is not None and cause[1] < 0 and _python_error(run, [cause[0]]) is None
+    cause = run.first_failure()
+    return cause is not None and (cause[1] or 0) < 0 and _python_error(run, [cause[0]]) is None
 
 
 def _first_error(run) -> str:
     """The first rank to fail: its exception line, else torchrun's account of it (exit code or signal) and the
     last line it wrote. Without torchrun's account, the first exception of any rank, else the launcher's line."""
-    cause = _root_cause(run)
+    cause = run.first_failure()
     if cause is not None:
         rank, _, account = cause
         error = _python_error(run, [rank])

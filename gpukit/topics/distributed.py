@@ -198,18 +198,25 @@ class DistributedRun:
 
         return pd.DataFrame(self.records()).set_index("rank")
 
-    def root_cause(self) -> str | None:
-        """torchrun's "Root Cause" of a failed run, in one line (``rank 1: exit code -11, Signal 11 (SIGSEGV)
-        received by PID 4242``), or None when the launcher printed none."""
+    def first_failure(self) -> tuple[int, int | None, str] | None:
+        """torchrun's "Root Cause" of a failed run: (the rank, its exit code, the account in one line, ``rank 1:
+        exit code -11, Signal 11 (SIGSEGV) received by PID 4242``), or None when the launcher printed none. A
+        negative exit code is minus the signal that ended the rank."""
         block = self.launcher_output.partition("Root Cause")[2]
         fields = dict(re.findall(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*?)\s*$", block, re.M))
-        if "rank" not in fields:
+        if "rank" not in fields or not fields["rank"].split()[0].isdigit():
             return None
-        rank = fields["rank"].split()[0]
+        rank = int(fields["rank"].split()[0])
         code = fields.get("exitcode", "?").split()[0]
         how = fields.get("traceback", "")
         how = "" if how.startswith(("<N/A>", "To enable traceback")) else f", {how}"
-        return f"rank {rank}: exit code {code}{how}"
+        exit_code = int(code) if code.lstrip("-").isdigit() else None
+        return rank, exit_code, f"rank {rank}: exit code {code}{how}"
+
+    def root_cause(self) -> str | None:
+        """The account of :meth:`first_failure`, or None."""
+        failure = self.first_failure()
+        return failure[2] if failure else None
 
     def failure(self) -> str:
         """What went wrong, for an error message: torchrun's first rank to fail, the last lines of the ranks that
