@@ -75,7 +75,7 @@ help:
 	@echo "             no lesson, needs no network and is not slow (conftest.py says which: pytest --quick)"
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab    - set up .venv and start JupyterLab on 127.0.0.1:$(LAB_PORT) as attendees get it (MyST rendered)"
-	@echo "make lint   - ruff over the package, tests, _ext and scripts (120 columns) and the notebooks (88)"
+	@echo "make lint   - ruff over gpukit, booktools, tests, _ext and scripts (120 columns) and the notebooks (88)"
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "make lessons GPU=cuda13 - the lessons' environment with a CUDA stack, nothing only the tests need (no root)"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
@@ -155,7 +155,7 @@ lab: $(VENV)/.installed-lab$(STAMP) state-dirs
 
 # Notebooks are read on narrow pages and in side-by-side diffs, so they are held to 88 columns, not 120.
 lint: setup
-	$(BIN)/ruff check gpukit tests _ext scripts
+	$(BIN)/ruff check gpukit booktools tests _ext scripts
 	$(BIN)/ruff check --line-length 88 notebooks
 # The workflows run with a token and, for the GPU, on our own machine: held to zizmor's checks (offline, no API).
 	$(BIN)/zizmor --offline .github/workflows
@@ -170,10 +170,10 @@ check: lint state-dirs
 bench: setup
 	$(BIN)/python scripts/benchmark_pipeline.py
 
-# The whole GPU run again (gpukit/commands/gpu_check.py): in the environment that is here, .venv where it exists, else
+# The whole GPU run again (booktools/gpu_check.py): in the environment that is here, .venv where it exists, else
 # $(PYTHON) (a cluster module's Python, say). It reaches no network. WHEELHOUSE=DIR (made by make wheelhouse) installs
 # what that Python lacks from DIR into a private folder of the run, without root, leaving its own packages as they are.
-# Options go in GPU_CHECK_FLAGS: make gpu-check GPU_CHECK_FLAGS="--budget 1200" (python -m gpukit gpu-check -h).
+# Options go in GPU_CHECK_FLAGS: make gpu-check GPU_CHECK_FLAGS="--budget 1200" (python -m booktools gpu-check -h).
 # --save-run keeps each lesson as it passes as a GPU run in data/gpu-runs/<date>-<device>-<stack>/, which `make book`
 # (scripts/execute_notebooks.py) builds their pages from while their code is unchanged (data/gpu-runs/README.md).
 ifneq ($(origin WHEELHOUSE),command line)
@@ -181,7 +181,7 @@ WHEELHOUSE :=
 endif
 gpu-check: state-dirs
 	@if [ -x $(BIN)/python ]; then python=$(BIN)/python; else python="$(PYTHON)"; fi; \
-		"$$python" -m gpukit gpu-check $(if $(WHEELHOUSE),--wheelhouse "$(WHEELHOUSE)") $(GPU_CHECK_FLAGS)
+		"$$python" -m booktools gpu-check $(if $(WHEELHOUSE),--wheelhouse "$(WHEELHOUSE)") $(GPU_CHECK_FLAGS)
 
 # On a machine with network, the wheels make gpu-check needs on a GPU node without it (scripts/wheelhouse.py): the
 # Jupyter kernel, nbclient, the test tools, the lessons' small libraries and the book's NumPy, at the lock's versions,

@@ -219,7 +219,7 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/book/test_wheelhouse.py::test_on_a_gpu_node_without_network_gpu_check_installs_from_the_wheelhouse_"
     "and_keeps_two_lessons":
         "lesson: make wheelhouse downloads (network), then gpu-check installs from it and runs two lessons",
-    "tests/unit/commands/test_gpu_check.py::test_a_nine_minute_window_on_the_simulated_node_keeps_each_lesson_as_"
+    "tests/booktools/test_gpu_check.py::test_a_nine_minute_window_on_the_simulated_node_keeps_each_lesson_as_"
     "it_passes_and_the_next_continues":
         "slow: two 5.4 s windows of gpu-check, scaled 100 times, and a probe in a child Python (torch)",
     "tests/book/test_hub_config.py::test_a_state_folder_others_can_write_to_is_refused":
@@ -250,7 +250,7 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
         "slow: 8 core-seconds, the exercise's check times JAX",
     "tests/exercises/test_jax.py": "slow: 15 core-seconds, the exercise's check times JAX thrice with a neighbour",
     # Three that mostly wait, holding one of the loop's two workers: the loop had come to 87 to 93 s of pytest.
-    "tests/unit/commands/test_gpu_check.py::test_a_lesson_runs_cell_by_cell_and_stops_at_its_limit":
+    "tests/booktools/test_gpu_check.py::test_a_lesson_runs_cell_by_cell_and_stops_at_its_limit":
         "slow: 8 s, a kernel runs a tiny lesson into its 7 s limit",
     "tests/unit/topics/test_distributed.py::test_processes_that_overrun_are_stopped":
         "slow: 7 s, processes run into a 5 s timeout",
@@ -300,9 +300,9 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
         "server: 16 core-seconds, starts Ray in a loopback-only network namespace",
     "tests/unit/commands/test_doctor.py::test_doctor_command_prints_report_and_sets_exit_status":
         "slow: 4 core-seconds, gpukit doctor in a child Python",
-    "tests/unit/commands/test_gpu_check.py::test_without_a_gpu_the_command_stops_at_once_and_says_why_first":
-        "slow: 4 core-seconds, gpukit gpu-check in a child Python",
-    "tests/unit/commands/test_gpu_node_suite.py::test_the_gpu_tests_pass_on_a_simulated_gpu_node":
+    "tests/booktools/test_gpu_check.py::test_without_a_gpu_the_command_stops_at_once_and_says_why_first":
+        "slow: 4 core-seconds, booktools gpu-check in a child Python",
+    "tests/booktools/test_gpu_node_suite.py::test_the_gpu_tests_pass_on_a_simulated_gpu_node":
         "slow: 85 core-seconds, runs the GPU tests in a child pytest on a simulated GPU node",
     "tests/unit/commands/test_preflight.py::test_the_mac_probe_script_on_the_cpu":
         "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
@@ -362,6 +362,8 @@ def pytest_configure(config):
     install_the_watch()
     if config.getoption("quick") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(CheckBudget(), "make-check-budget")
+    elif config.getoption("lesson") is None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(LessonCosts(), "lesson-costs")
 
 
 def relative_id(item) -> str:
@@ -481,7 +483,7 @@ def lessons_the_site_would_execute(notebook: Path) -> list[str]:
     # lazy: jupyter_cache and the GPU runs are read only for --lesson
     from jupyter_cache import get_cache
 
-    from gpukit.commands.gpu_check import lesson_code_hash, load_gpu_runs, runs_of_lesson
+    from booktools.gpu_runs import lesson_code_hash, load_gpu_runs, runs_of_lesson
 
     cache = get_cache(str(BOOK_CACHE)) if BOOK_CACHE.is_dir() else None
     runs, missing = load_gpu_runs(ROOT), []
@@ -587,8 +589,8 @@ def started(argv: list[str]) -> str | None:
             return f"a server (python -m {module})"
         if module in ("jupyter_book", "nbconvert") or script in BOOK_BUILDS:
             return f"a book build or a notebook executed ({module or script})"
-        if module == "gpukit" and "gpu-check" in args:
-            return "gpukit gpu-check, which executes lessons"
+        if module == "booktools" and "gpu-check" in args:
+            return "booktools gpu-check, which executes lessons"
     return None
 
 
@@ -718,6 +720,35 @@ def over_budget(cost: dict[str, float], tests: dict[str, float] | None = None) -
         problems.append(f"all of make check's tests together: {total:.0f} core-seconds (they may take "
                         f"{CHECK_BUDGET_S:g})")
     return problems
+
+
+class LessonCosts:
+    """In a whole run (`make test`), on the controller: every test's cost, and at the end each lesson's tests' cost
+    by kind (tests/support/lesson_costs.py) in _build/test-costs.md, which `make bench` prints. Written only when
+    the run tested every lesson: a run of some files would understate them."""
+
+    def __init__(self):
+        self.costs: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "teardown":
+            seconds = dict(report.user_properties).get(CORE_SECONDS)
+            if seconds is not None:
+                self.costs[report.nodeid] = self.costs.get(report.nodeid, 0.0) + seconds
+
+    def pytest_sessionfinish(self, session):
+        notebooks = {nodeid.split("::")[0] for nodeid in self.costs if nodeid.startswith("notebooks/")}
+        if len(notebooks) < len(lessons()):
+            return
+        from tests.support import lesson_costs  # lazy: only a whole run writes the table
+
+        labels = {path.stem: exercise_labels(path) for path in lessons()}
+        chapters = {stem: exercise_chapters(found) for stem, found in labels.items()}
+        files = {path.name: lesson_costs.lesson_of_file(path.read_text(encoding="utf-8"), labels)
+                 for path in (ROOT / "tests" / "lessons").glob("test_*.py")}
+        table = lesson_costs.markdown(*lesson_costs.cost_table(self.costs, labels, chapters, files))
+        (ROOT / "_build").mkdir(exist_ok=True)
+        (ROOT / "_build" / "test-costs.md").write_text(table, encoding="utf-8")
 
 
 class CheckBudget:

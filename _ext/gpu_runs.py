@@ -1,15 +1,15 @@
 """The note under a lesson page's stamp that says whose run the page shows, where the book keeps GPU runs.
 
 A GPU run is kept in data/gpu-runs/<name>/ (``make gpu-check GPU_CHECK_FLAGS=--save-run``,
-gpukit/commands/gpu_check.py).
+booktools/gpu_check.py).
 scripts/execute_notebooks.py puts the outputs of the newest run of a lesson's very code into the build's execution
 cache, recording the run's name with them, and the page is built from them. This extension reads that record and
 puts a note under the page's stamp:
 
-- "Run on a GPU" (:func:`gpukit.core.stamp.gpu_run_note`) on a page built from a GPU run: the device, the date, the
+- "Run on a GPU" (:func:`booktools.gpu_runs.gpu_run_note`) on a page built from a GPU run: the device, the date, the
   driver, CUDA and its stack, the libraries' versions, the commit, the run's folder;
-- "GPU run out of date" (:func:`gpukit.core.stamp.outdated_run_note`) on a page executed on the CPU while the lesson's
-  newest GPU run ran older code.
+- "GPU run out of date" (:func:`booktools.gpu_runs.outdated_run_note`) on a page executed on the CPU while the
+  lesson's newest GPU run ran older code.
 
 A page that shows no GPU run although one ran the lesson's code (the build executed it itself: ``jupyter-book
 build`` without scripts/execute_notebooks.py), or shows a run that no longer applies, is a warning, which the strict
@@ -35,7 +35,7 @@ LESSONS = "notebooks/"
 def kept_runs(app) -> list:
     """The GPU runs of the book being built (its data/gpu-runs/), read once per build process."""
     if not hasattr(app, "_gpukit_gpu_runs"):
-        from gpukit.commands.gpu_check import load_gpu_runs
+        from booktools.gpu_runs import load_gpu_runs
 
         app._gpukit_gpu_runs = load_gpu_runs(Path(app.srcdir))
     return app._gpukit_gpu_runs
@@ -87,8 +87,7 @@ def add_note(app, doctree) -> None:
         return
     import nbformat
 
-    from gpukit.commands.gpu_check import lesson_code_hash, runs_of_lesson
-    from gpukit.core.stamp import gpu_run_note, outdated_run_note
+    from booktools.gpu_runs import gpu_run_note, lesson_code_hash, outdated_run_note, runs_of_lesson
 
     notebook = nbformat.read(path, as_version=4)
     current, outdated = runs_of_lesson(kept_runs(app), path.stem, lesson_code_hash(notebook))

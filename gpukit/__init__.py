@@ -8,7 +8,10 @@ Each layer imports only the layers above it in this list (``tests/book/test_laye
 - :mod:`gpukit.measuring`: sweeps, plots, progress bars, threads, overlap, predictions, benchmark records;
 - :mod:`gpukit.topics`: one lesson's helpers each (clusters, CUDA sources, extensions, Slurm, traces, ...);
 - :mod:`gpukit.exercises`: every exercise's checks;
-- :mod:`gpukit.commands`: ``python -m gpukit doctor``, ``doctor --gpu``, ``bench``, ``gpu-check``.
+- :mod:`gpukit.commands`: ``python -m gpukit doctor`` and ``doctor --gpu``.
+
+The book's own machinery (GPU runs, the benchmark suite) is the package ``booktools`` beside gpukit, which
+imports gpukit and is never imported by it.
 
 Exported here, as the lessons import them: choosing the device, honest timing, memory arithmetic, the
 environment report, exercise checks, optional libraries, the values the prose shows and the page stamp.
@@ -18,7 +21,6 @@ What a reader need not see lives here, out of the way and tested like any other 
 # Importing gpukit changes no setting of the process: a lesson that needs one (JAX's memory preallocation) sets
 # it in its own code, where the reader sees it.
 from gpukit.base.units import human_bytes
-from gpukit.commands.doctor import environment_report
 from gpukit.core.device import (
     NoGPUError,
     announce_device,
@@ -34,7 +36,7 @@ from gpukit.core.memory import DeviceMemory, device_memory, nbytes
 from gpukit.core.optional import optional_import
 from gpukit.core.stamp import lesson_stamp
 from gpukit.core.timing import Timing, benchmark, format_seconds, synchronize
-from gpukit.exercises import CheckResult, check
+from gpukit.exercises.checking import CheckResult, check
 
 __all__ = [
     "CheckResult",
@@ -62,3 +64,13 @@ __all__ = [
     "synchronize",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``environment_report``, imported when first asked for: the doctor reads every library's version, which a
+    lesson's first cell does not need."""
+    if name == "environment_report":
+        from gpukit.commands.doctor import environment_report  # lazy: see above
+
+        return environment_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,9 @@ change with the number of cores; and the whole machine's busy core-seconds over 
 counts whatever else ran, and the servers that outlive their test). `make book` steps print each notebook's
 execution time (scripts/execute_notebooks.py reports them) and `make test` the time of each group of tests (from
 pytest's JUnit report: each test's wall time; tests run on one worker per core, 2 to 4 (conftest.py), so the
-groups add up to about that many times the wall time). Everything is written to _build/bench.json.
+groups add up to about that many times the wall time), then the core-seconds of each lesson's tests by kind
+(nbval, thin kernel, exercises, its own tests) and of the rest (tests/support/lesson_costs.py). Everything is
+written to _build/bench.json.
 """
 
 from __future__ import annotations
@@ -114,7 +116,11 @@ def run_tests(cwd: Path, make: str) -> dict:
     for group, seconds in list(groups.items())[:20]:
         print(f"     {group}: {seconds:.0f} s{'  (' + GROUPS[group] + ')' if group in GROUPS else ''}", flush=True)
     shutil.rmtree(junit.parent, ignore_errors=True)
-    return {**result, "test_groups": {group: round(s, 1) for group, s in groups.items()}}
+    # Each lesson's tests by kind, in core-seconds: conftest.py writes the table at the end of a whole run.
+    costs = cwd / "_build" / "test-costs.md"
+    table = costs.read_text(encoding="utf-8") if costs.is_file() else ""
+    print("   core-seconds of each lesson's tests (tests/support/lesson_costs.py):\n" + table, flush=True)
+    return {**result, "test_groups": {group: round(s, 1) for group, s in groups.items()}, "lesson_costs": table}
 
 
 def in_place(make: str) -> list[dict]:

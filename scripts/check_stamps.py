@@ -26,7 +26,7 @@ RUNS = Path("data") / "gpu-runs"
 # PyTorch 2.11.0+cu130.", once the HTML tags are gone.
 STAMP = re.compile(r"Last executed(?::| on) (?P<date>\d{4}-\d{2}-\d{2}) on (?P<device>.+?), "
                    r"with (?P<torch>no PyTorch|PyTorch \S+?)\.(?=\s|$)")
-# The note under the stamp of a page built from a GPU run (gpukit/core/stamp.py's gpu_run_note): its admonition's
+# The note under the stamp of a page built from a GPU run (booktools/gpu_runs.py's gpu_run_note): its admonition's
 # class, and the run it names.
 RUN_NOTE = re.compile(r'<div class="[^"]*\bgpu-run\b[^"]*">\s*<p class="admonition-title">Run on a GPU</p>'
                       r'(?:(?!</div>).)*?data/gpu-runs/(?P<run>[\w.+-]+)(?=<)', re.S)

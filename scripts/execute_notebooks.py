@@ -11,7 +11,7 @@ execution-statistics page shows it). A notebook that fails is left uncached and 
 runs it again and fails on it with the full error, as without this script.
 
 A lesson with a GPU run kept in data/gpu-runs/ (`make gpu-check GPU_CHECK_FLAGS=--save-run`;
-gpukit/commands/gpu_check.py)
+booktools/gpu_check.py)
 whose code hash is the lesson's own is not executed: the newest such run's outputs go into the cache in its place,
 so that its page shows that run (and the note _ext/gpu_runs.py puts under its stamp says so). A lesson whose
 cached outputs came from a run that no longer applies (its code changed, or the run was removed) runs on the CPU
@@ -39,20 +39,11 @@ from traitlets.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # gpukit from this clone, installed or not
-# Shared with `make gpu-check` (gpukit/commands/gpu_check.py), which runs the same lessons on a GPU node: the kernels'
+# Shared with `make gpu-check` (booktools/gpu_check.py), which runs the same lessons on a GPU node: the kernels'
 # settings (encrypted messages, or every kernel logs a warning that its TCP traffic is plain text, which buried the
 # build log's real news), the tries a kernel gets to start, and which lessons must run alone.
-from gpukit.commands.gpu_check import (  # noqa: E402
-    ANSI_ESCAPE,
-    KERNEL_SETTINGS,
-    KERNEL_STARTS,
-    GpuRun,
-    lesson_code_hash,
-    load_gpu_runs,
-    runs_alone,
-    runs_of_lesson,
-    with_run_outputs,
-)
+from booktools.gpu_check import ANSI_ESCAPE, KERNEL_SETTINGS, KERNEL_STARTS, runs_alone  # noqa: E402
+from booktools.gpu_runs import GpuRun, lesson_code_hash, load_gpu_runs, runs_of_lesson, with_run_outputs  # noqa: E402
 
 CACHE = ROOT / "_build" / ".jupyter_cache"
 KERNEL_CONFIG = Config(KERNEL_SETTINGS)

@@ -4,7 +4,7 @@ A GPU node's Python often has the GPU libraries (torch, JAX, CuPy, Numba, Triton
 Jupyter kernel, no nbclient to run a lesson, no pytest, and sometimes a NumPy newer than numba-cuda supports. Run
 this where there is network (a login node, a laptop), for the node's platform and Python; copy the folder with the
 checkout; then ``make gpu-check WHEELHOUSE=DIR`` on the node installs from it into a private folder of the run
-(``gpukit.commands.gpu_check``), offline, without root, leaving the node's own packages as they are.
+(``booktools.gpu_check``), offline, without root, leaving the node's own packages as they are.
 
 What it gathers, at the versions of ``requirements/lock.txt`` (markers evaluated for the target):
   every package that running the lessons, their exercises' solutions and the GPU tests needs (:data:`NEEDED`), with

@@ -38,7 +38,7 @@
 : "${GPU_PYTHON_RESULTS:=results}"
 # What build-book.sbatch and bench.sbatch run. Empty book command: the full clean rebuild.
 : "${GPU_PYTHON_BOOK_COMMAND:=}"
-: "${GPU_PYTHON_BENCH_COMMAND:=python -m gpukit bench}"
+: "${GPU_PYTHON_BENCH_COMMAND:=python -m booktools bench}"
 # The CUDA stack build-book.sbatch installs (`make setup GPU=...`): cuda13 needs NVIDIA driver 580 or newer,
 # cuda12 driver 525 or newer (nvidia-smi shows the node's driver). `python -m gpukit doctor --gpu` on a GPU
 # node says which one that node needs.

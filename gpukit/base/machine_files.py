@@ -1,16 +1,20 @@
 """One JSON file per machine in a folder of the repository: how such files are named, read and listed.
 
 The benchmark results (:mod:`gpukit.measuring.benchmark_records`, ``data/benchmarks/``) and the backend-support probe
-(:mod:`gpukit.topics.backend_support`, ``data/backend-support/``) both keep their files this way; each brings its own
-schema check and its own error class, so that a bad file is reported in that module's terms.
+(:mod:`gpukit.topics.backend_support`, ``data/backend-support/``) both keep their files this way. Both check a record
+field by field with one :class:`RecordChecker`, each with its own schema and error class, so that a bad file is
+reported in that module's terms.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -43,3 +47,69 @@ def json_files(folder: Path, how_to_make: str) -> list[Path]:
     if not paths:
         raise FileNotFoundError(f"{folder} holds no .json files: run `{how_to_make}`")
     return paths
+
+
+class RecordChecker:
+    """Checks one JSON record against its schema, field by field; each problem raises ``error`` naming the file
+    (``where``) and the field's path (``devices.cuda:0.peaks``).
+
+    A field's kind is one of "text" (a non-empty string), "count" (a whole number >= 1), "positive" (a finite
+    number > 0), "fraction" (a finite number >= 0) or "object" (a JSON object); a trailing "?" allows null."""
+
+    def __init__(self, where: str, error: type[Exception], schema: str):
+        self.where, self.error, self.schema = where, error, schema
+
+    def fail(self, field: str, problem: str) -> NoReturn:
+        raise self.error(f"{self.where}: field {field!r} {problem}")
+
+    def top(self, record, required: Iterable[str], optional: Iterable[str] = ()) -> None:
+        """``record`` is an object with every required field, no field the schema lacks, and this schema."""
+        if not isinstance(record, dict):
+            raise self.error(f"{self.where}: expected a JSON object at the top level, got {type(record).__name__}")
+        required = list(required)
+        for field in required:
+            if field not in record:
+                self.fail(field, "is missing (a partial file)")
+        extra = sorted(set(record) - set(required) - set(optional))
+        if extra:
+            self.fail(extra[0], f"is not part of the schema {self.schema}")
+        if record["schema"] != self.schema:
+            self.fail("schema", f"is {record['schema']!r}; this gpukit reads {self.schema!r}")
+
+    def date(self, field: str, value) -> None:
+        try:
+            datetime.date.fromisoformat(value)
+        except (TypeError, ValueError):
+            self.fail(field, f"must be an ISO date such as 2026-05-01, not {value!r}")
+
+    def value(self, field: str, value, kind: str) -> None:
+        optional, kind = kind.endswith("?"), kind.rstrip("?")
+        if value is None:
+            if not optional:
+                self.fail(field, "must not be null")
+            return
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        problem = {
+            "text": None if isinstance(value, str) and value.strip() else f"must be a non-empty string, not {value!r}",
+            "count": None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else
+            f"must be a whole number >= 1, not {value!r}",
+            "positive": None if number and value > 0 else f"must be a positive number, not {value!r}",
+            "fraction": None if number and value >= 0 else
+            f"must be a number >= 0 (or null where no peak is known), not {value!r}",
+            "object": None if isinstance(value, dict) else f"must be a JSON object, not {type(value).__name__}",
+        }[kind]
+        if problem:
+            self.fail(field, problem)
+
+    def fields(self, field: str, value, spec: Mapping[str, str], extra_allowed: bool = False) -> None:
+        """``value`` is an object holding each key of ``spec`` with its kind (and, unless allowed, no other)."""
+        if not isinstance(value, dict):
+            self.fail(field, f"must be a JSON object, not {type(value).__name__}")
+        for key, kind in spec.items():
+            if key not in value:
+                self.fail(f"{field}.{key}", "is missing (a partial file)")
+            self.value(f"{field}.{key}", value[key], kind)
+        if not extra_allowed:
+            extra = sorted(set(value) - set(spec))
+            if extra:
+                self.fail(f"{field}.{extra[0]}", f"is not part of the schema {self.schema}")

@@ -1,6 +1,6 @@
-"""The commands of ``python -m gpukit``; they may import every layer below.
+"""The commands of ``python -m gpukit``, an attendee's tools; they may import every layer below.
 
-``doctor`` (:mod:`~gpukit.commands.doctor`), ``doctor --gpu`` (:mod:`~gpukit.commands.preflight`), ``bench``
-(:mod:`~gpukit.commands.bench`) and ``gpu-check`` (:mod:`~gpukit.commands.gpu_check`); ``probe`` is
-:mod:`gpukit.topics.backend_support`'s.
+``doctor`` (:mod:`~gpukit.commands.doctor`) and ``doctor --gpu`` (:mod:`~gpukit.commands.preflight`); ``probe`` is
+:mod:`gpukit.topics.backend_support`'s. The book's own commands (the benchmark suite, ``make gpu-check``) live in
+:mod:`booktools`, beside gpukit.
 """

@@ -2,7 +2,7 @@
 driver that ``nvidia-smi`` lists, and the clocks of the GPU behind one of torch's CUDA devices.
 
 The rest of gpukit asks here: :mod:`gpukit.core.peaks` estimates the CPU's peak from :func:`parse_cpuinfo` and
-:func:`reported_max_mhz`; ``python -m gpukit bench`` records the host, the driver and each GPU's clocks; the doctor
+:func:`reported_max_mhz`; ``python -m booktools bench`` records the host, the driver and each GPU's clocks; the doctor
 lists :func:`nvidia_smi_gpus`; the roofline reads the PCIe link with :func:`nvidia_smi_query`.
 
 nvidia-smi lists every GPU of the node in PCI bus order and ignores ``CUDA_VISIBLE_DEVICES``, while torch numbers

@@ -2,10 +2,9 @@
 
 The stamp is printed by the run itself, so on the website it describes the run the page shows (device, PyTorch
 version, date) and in a reader's notebook it describes the reader's own run. A page built from a kept GPU run
-(data/gpu-runs, :mod:`gpukit.commands.gpu_check`) shows that run's stamp, and a note under it (:func:`gpu_run_note`)
-says
-whose run it is; a page executed on the CPU while its lesson's GPU run is out of date says that
-(:func:`outdated_run_note`). :func:`read_stamp` reads a stamp back, from a page's text or a notebook's outputs.
+(data/gpu-runs) shows that run's stamp, and the site build puts a note under it saying whose run it is, or that
+the lesson's GPU run is out of date (the book's machinery, ``booktools.gpu_runs``). :func:`read_stamp` reads a
+stamp back, from a page's text or a notebook's outputs.
 """
 
 from __future__ import annotations
@@ -83,30 +82,3 @@ def notebook_stamp(notebook: Mapping) -> dict[str, str] | None:
             if "Last executed" in text:
                 return read_stamp(text)
     return None
-
-
-def gpu_run_note(run) -> tuple[str, str]:
-    """The title and text of the note under the stamp of a page built from the GPU run ``run``
-    (:class:`gpukit.commands.gpu_check.GpuRun`): whose run the page shows, on what, when and with what. Text in
-    backticks
-    is code."""
-    m = run.manifest
-    cuda = f"CUDA {m['cuda']}" if m.get("cuda") else "no CUDA"
-    if m.get("stack"):
-        cuda += f" (the book's {m['stack']} stack)"
-    details = [f"NVIDIA driver {m['driver']}" if m.get("driver") else "", cuda, run.versions(),
-               f"commit {m.get('commit') or 'unknown'}"]
-    return ("Run on a GPU",
-            f"This page shows the lesson as it ran on `{m.get('device')}` on {run.date}, in `make gpu-check` "
-            f"({'; '.join(part for part in details if part)}). The lesson's code is unchanged since that run, which "
-            f"the book keeps in `data/gpu-runs/{run.name}`. The book's tests still run the lesson on the CPU.")
-
-
-def outdated_run_note(run) -> tuple[str, str]:
-    """The title and text of the note under the stamp of a page executed on the CPU while the lesson's newest
-    GPU run, ``run``, ran older code than the lesson's."""
-    m = run.manifest
-    return ("GPU run out of date",
-            f"This page was executed on the CPU when the book was built. The lesson's GPU run (`{m.get('device')}`, "
-            f"{run.date}, kept in `data/gpu-runs/{run.name}`) is out of date: the lesson's code has changed since, "
-            f"so the page does not show it. `make gpu-check GPU_CHECK_FLAGS=--save-run` on a GPU node makes a new one.")

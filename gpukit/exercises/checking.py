@@ -13,11 +13,15 @@ Not to be confused with :mod:`gpukit.base.arguments`, which checks the arguments
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
+import pkgutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from numbers import Integral, Number
+from pathlib import Path
 
 import numpy as np
 
@@ -126,17 +130,24 @@ WRITES = {
 }
 
 
-# What a learner's function returned when a check's method step ran it, for the result step that follows at
-# once: the chapters' checks run an answer once and judge both the way and the result from that run.
-_OUTPUTS: dict[int, object] = {}
+# What a learner's function returned when a check's method step ran it, for the result step of the same check:
+# the chapters' checks run an answer once and judge both the way and the result from that run. It lives as long
+# as one call of check (a fresh dict each time, so nothing is carried from one check to the next).
+_ATTEMPT: ContextVar[dict | None] = ContextVar("gpukit_exercise_attempt", default=None)
 
 
 def keep_output(answer, output) -> None:
-    _OUTPUTS[id(answer)] = output
+    """In a check's method step: keep what ``answer`` returned for the result step."""
+    attempt = _ATTEMPT.get()
+    if attempt is None:
+        raise RuntimeError("keep_output is for an exercise's method step, which check() runs")
+    attempt["output"] = output
 
 
 def kept_output(answer):
-    return _OUTPUTS.pop(id(answer), None)
+    """In a check's result step: what the method step kept (None if it kept nothing)."""
+    attempt = _ATTEMPT.get()
+    return None if attempt is None else attempt.get("output")
 
 
 def raised(what: str, error: BaseException) -> str:
@@ -194,12 +205,27 @@ def register(*exercises: Exercise) -> None:
         EXERCISES[exercise.label] = exercise
 
 
+# The chapters' modules (gpukit/exercises/<chapter>.py), each registering its exercises when imported. They are
+# imported at the first check, not with gpukit: a lesson's first cell imports `check` without paying for the
+# eighteen chapters' imports, and a new chapter's module is found without a list to keep.
+NOT_CHAPTERS = {"checking"}
+
+
+def all_exercises() -> dict[str, Exercise]:
+    """The registry, every chapter's module imported (once) so that each exercise is in it."""
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if not module.name.startswith("_") and module.name not in NOT_CHAPTERS:
+            importlib.import_module(f"{__package__}.{module.name}")
+    return EXERCISES
+
+
 def check(label: str, answer, **context) -> CheckResult:
     """Check ``answer`` to the exercise called ``label`` and say what, if anything, is wrong with it.
 
     ``context`` carries the run's values that the exercise's answer is computed from (the exercise text says
     which); they are inputs, never the answer itself.
     """
+    all_exercises()
     if not isinstance(label, str) or label not in EXERCISES:
         near = difflib.get_close_matches(str(label), EXERCISES, n=1, cutoff=0.6)
         return CheckResult(False, f"there is no exercise labelled {label!r}" +
@@ -225,6 +251,14 @@ def check(label: str, answer, **context) -> CheckResult:
 def _verdict(exercise: Exercise, answer, context: dict) -> CheckResult:
     if answer is None or answer is Ellipsis:
         return compare(answer, None)
+    token = _ATTEMPT.set({})
+    try:
+        return _judged(exercise, answer, context)
+    finally:
+        _ATTEMPT.reset(token)
+
+
+def _judged(exercise: Exercise, answer, context: dict) -> CheckResult:
     if exercise.method is not None:
         wrong_method = exercise.method(answer, **context)
         if wrong_method:

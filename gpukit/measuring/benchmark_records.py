@@ -1,6 +1,6 @@
 """The files that record benchmark results, one per machine and date, in ``data/benchmarks/``.
 
-``python -m gpukit bench`` (:mod:`gpukit.commands.bench`) measures a machine and writes one such file; the appendix
+``python -m booktools bench`` (:mod:`booktools.bench`) measures a machine and writes one such file; the appendix
 "Benchmarks across hardware" and the plots of chapters 1 and 12 read every file in the folder. A file that
 is malformed or partial stops the reading with a :class:`BenchmarkFileError` naming the file and the field:
 no file is ever silently left out.
@@ -11,7 +11,7 @@ The schema (:data:`SCHEMA`, version 1). Times are in seconds; every rate carries
       "schema": "gpukit.benchmarks/1",
       "machine": "free text: which computer, which GPU",
       "date": "2026-05-01",                          # ISO date of the run
-      "command": "python -m gpukit bench",           # the command line that made the file
+      "command": "python -m booktools bench",           # the command line that made the file
       "mode": "full",                                # "full" or "quick" (small sizes, few repeats)
       "host": {"cpu_model": "AMD EPYC", "physical_cores": 1, "logical_cores": 2,
                "max_clock_mhz": 3500.0 or null, "clock_source": "where the clock was read",
@@ -72,15 +72,12 @@ fastest size (the rows already copy into preallocated buffers).
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import math
 import re
 from pathlib import Path
 
 from gpukit.base import paths
 from gpukit.base.cuda_stacks import STACKS, stack_for_cuda
-from gpukit.base.machine_files import file_name, json_files, read_checked
+from gpukit.base.machine_files import RecordChecker, json_files, read_checked
 from gpukit.core.peaks import MATMUL_PRECISIONS
 
 __all__ = [
@@ -97,7 +94,6 @@ __all__ = [
     "reference_curves",
     "results_table",
     "validate_record",
-    "write_benchmark_file",
 ]
 
 SCHEMA = "gpukit.benchmarks/1"
@@ -109,7 +105,7 @@ BENCHMARKS = {
     "copy": ("GB/s", "bytes copied within the device's memory"),
     # The transfers name the kind of host memory they used: pinned (page-locked) memory moves at the bus's rate,
     # pageable memory is staged through a pinned buffer by the driver. Every buffer is allocated before the timing
-    # (gpukit.commands.bench).
+    # (booktools.bench).
     "host-to-device pageable": ("GB/s", "bytes copied from pageable host memory into a buffer on the device"),
     "device-to-host pageable": ("GB/s", "bytes copied from the device into a pageable host buffer"),
     "host-to-device pinned": ("GB/s", "bytes copied from pinned host memory into a buffer on the device"),
@@ -123,7 +119,7 @@ BENCHMARKS = {
                                "before the pageable and pinned rows)"),
     "det+fft": ("matrices/s", "n, for a batch of n x n complex matrices, each a determinant and a 2-D FFT"),
     # The shapes the hardware likes: n x n products at sizes around multiples of 8, 64 and 128 (on a GPU 4,032 to
-    # 4,224 in bfloat16, float16 and float32 with TF32 off; on the CPU 255 to 320 in float32: gpukit.commands.bench's
+    # 4,224 in bfloat16, float16 and float32 with TF32 off; on the CPU 255 to 320 in float32: booktools.bench's
     # SHAPE_SIZES), each into a preallocated output; files written before it have no such rows.
     "matmul-shapes": ("GFLOP/s", "n, for an n x n matrix product, at sizes around multiples of 8, 64 and 128"),
 }
@@ -167,133 +163,77 @@ def benchmark_folder() -> Path:
 
 
 # ------------------------------------------------------------------------------------------ validation
-def _fail(where: str, field: str, problem: str):
-    raise BenchmarkFileError(f"{where}: field {field!r} {problem}")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_value(where: str, field: str, value, kind: str) -> None:
-    optional = kind.endswith("?")
-    kind = kind.rstrip("?")
-    if value is None:
-        if not optional:
-            _fail(where, field, "must not be null")
-        return
-    if kind == "text":
-        if not isinstance(value, str) or not value.strip():
-            _fail(where, field, f"must be a non-empty string, not {value!r}")
-    elif kind == "count":
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            _fail(where, field, f"must be a whole number >= 1, not {value!r}")
-    elif kind == "positive":
-        if not (_is_number(value) and value > 0):
-            _fail(where, field, f"must be a positive number, not {value!r}")
-    elif kind == "object":
-        if not isinstance(value, dict):
-            _fail(where, field, f"must be a JSON object, not {type(value).__name__}")
-    elif kind == "fraction":
-        if not (_is_number(value) and value >= 0):
-            _fail(where, field, f"must be a number >= 0 (or null where no peak is known), not {value!r}")
-
-
-def _check_object(where: str, field: str, value, spec: dict, extra_allowed: bool = False) -> None:
-    if not isinstance(value, dict):
-        _fail(where, field, f"must be a JSON object, not {type(value).__name__}")
-    for key, kind in spec.items():
-        if key not in value:
-            _fail(where, f"{field}.{key}", "is missing (a partial file)")
-        _check_value(where, f"{field}.{key}", value[key], kind)
-    if not extra_allowed:
-        extra = sorted(set(value) - set(spec))
-        if extra:
-            _fail(where, f"{field}.{extra[0]}", f"is not part of the schema {SCHEMA}")
-
-
 def validate_record(record, where: str = "the record") -> dict:
     """Check a record against the schema and return it; :class:`BenchmarkFileError` names the bad field."""
-    if not isinstance(record, dict):
-        raise BenchmarkFileError(f"{where}: expected a JSON object at the top level, got {type(record).__name__}")
-    for field in _TOP:
-        if field not in record:
-            _fail(where, field, "is missing (a partial file)")
-    extra = sorted(set(record) - set(_TOP) - set(_OPTIONAL_TOP))
-    if extra:
-        _fail(where, extra[0], f"is not part of the schema {SCHEMA}")
-    if record["schema"] != SCHEMA:
-        _fail(where, "schema", f"is {record['schema']!r}; this gpukit reads {SCHEMA!r}")
+    check = RecordChecker(where, BenchmarkFileError, SCHEMA)
+    check.top(record, _TOP, _OPTIONAL_TOP)
     for field in ("machine", "command"):
-        _check_value(where, field, record[field], "text")
-    try:
-        _dt.date.fromisoformat(record["date"])
-    except (TypeError, ValueError):
-        _fail(where, "date", f"must be an ISO date such as 2026-05-01, not {record['date']!r}")
+        check.value(field, record[field], "text")
+    check.date("date", record["date"])
     if record["mode"] not in ("full", "quick"):
-        _fail(where, "mode", f"must be 'full' or 'quick', not {record['mode']!r}")
-    _check_object(where, "host", record["host"], _HOST)
+        check.fail("mode", f"must be 'full' or 'quick', not {record['mode']!r}")
+    check.fields("host", record["host"], _HOST)
     software = record["software"]
-    _check_object(where, "software", software, {"torch": "text", "numpy": "text", "cuda": "text?",
+    check.fields("software", software, {"torch": "text", "numpy": "text", "cuda": "text?",
                                                  "driver": "text?"}, extra_allowed=True)
     for name, version in software.items():
-        _check_value(where, f"software.{name}", version, "text?")
+        check.value(f"software.{name}", version, "text?")
     devices = record["devices"]
     if not isinstance(devices, dict) or not devices:
-        _fail(where, "devices", "must map at least one device (cpu, cuda:0, mps) to its description")
+        check.fail("devices", "must map at least one device (cpu, cuda:0, mps) to its description")
     for device, entry in devices.items():
         field = f"devices.{device}"
         if not isinstance(entry, dict):
-            _fail(where, field, "must be a JSON object with name, kind, clocks and peaks")
-        _check_object(where, field, entry, {"name": "text", "kind": "text"}, extra_allowed=True)
+            check.fail(field, "must be a JSON object with name, kind, clocks and peaks")
+        check.fields(field, entry, {"name": "text", "kind": "text"}, extra_allowed=True)
         if entry["kind"] not in _KINDS or not str(device).startswith(entry["kind"]):
-            _fail(where, f"{field}.kind", f"must be the kind of {device!r} (one of {', '.join(_KINDS)}), "
+            check.fail(f"{field}.kind", f"must be the kind of {device!r} (one of {', '.join(_KINDS)}), "
                                           f"not {entry['kind']!r}")
         for key in ("clocks", "peaks"):
             if key not in entry:
-                _fail(where, f"{field}.{key}", "is missing (a partial file)")
+                check.fail(f"{field}.{key}", "is missing (a partial file)")
         extra = sorted(set(entry) - {"name", "kind", "clocks", "peaks", "achievable"})
         if extra:
-            _fail(where, f"{field}.{extra[0]}", f"is not part of the schema {SCHEMA}")
+            check.fail(f"{field}.{extra[0]}", f"is not part of the schema {SCHEMA}")
         clocks = entry["clocks"]
         if clocks is not None:
             if not isinstance(clocks, dict):
-                _fail(where, f"{field}.clocks", "must be a JSON object of name -> MHz, or null")
+                check.fail(f"{field}.clocks", "must be a JSON object of name -> MHz, or null")
             for name, mhz in clocks.items():
-                _check_value(where, f"{field}.clocks.{name}", mhz, "positive?")
-        _check_object(where, f"{field}.peaks", entry["peaks"], _PEAKS)
-    _check_cuda_stack(where, software)
+                check.value(f"{field}.clocks.{name}", mhz, "positive?")
+        check.fields(f"{field}.peaks", entry["peaks"], _PEAKS)
+    _check_cuda_stack(check, software)
     results = record["results"]
     if not isinstance(results, list) or not results:
-        _fail(where, "results", "must be a non-empty list of measurements")
+        check.fail("results", "must be a non-empty list of measurements")
     seen = set()
     for i, result in enumerate(results):
         field = f"results[{i}]"
-        _check_object(where, field, result, _RESULT)
+        check.fields(field, result, _RESULT)
         if result["benchmark"] not in BENCHMARKS:
-            _fail(where, f"{field}.benchmark", f"is {result['benchmark']!r}, not one of {', '.join(BENCHMARKS)}")
+            check.fail(f"{field}.benchmark", f"is {result['benchmark']!r}, not one of {', '.join(BENCHMARKS)}")
         if result["device"] not in devices:
-            _fail(where, f"{field}.device", f"is {result['device']!r}, which 'devices' does not list")
+            check.fail(f"{field}.device", f"is {result['device']!r}, which 'devices' does not list")
         unit = BENCHMARKS[result["benchmark"]][0]
         if result["rate_unit"] != unit:
-            _fail(where, f"{field}.rate_unit", f"is {result['rate_unit']!r}; {result['benchmark']} is in {unit}")
+            check.fail(f"{field}.rate_unit", f"is {result['rate_unit']!r}; {result['benchmark']} is in {unit}")
         if result["time_unit"] != "s":
-            _fail(where, f"{field}.time_unit", f"is {result['time_unit']!r}; times are recorded in 's'")
+            check.fail(f"{field}.time_unit", f"is {result['time_unit']!r}; times are recorded in 's'")
         if result["best"] > result["median"] * (1 + 1e-9):
-            _fail(where, f"{field}.best", "is larger than the median, which cannot be")
+            check.fail(f"{field}.best", "is larger than the median, which cannot be")
         if (result["batch"] is None) != (result["benchmark"] != "det+fft"):
-            _fail(where, f"{field}.batch", "must be the number of matrices for det+fft, and null otherwise")
+            check.fail(f"{field}.batch", "must be the number of matrices for det+fft, and null otherwise")
         key = (result["benchmark"], result["device"], result["dtype"], result["size"], result["batch"])
         if key in seen:
-            _fail(where, field, f"repeats the measurement {key} listed before it")
+            check.fail(field, f"repeats the measurement {key} listed before it")
         seen.add(key)
     for device, entry in devices.items():
         if "achievable" in entry:
-            _check_achievable(where, f"devices.{device}.achievable", entry["achievable"],
+            _check_achievable(check, f"devices.{device}.achievable", entry["achievable"],
                               [r for r in results if r["device"] == device])
     notes = record.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        _fail(where, "notes", "must be a list of strings")
+        check.fail("notes", "must be a list of strings")
     return record
 
 
@@ -310,76 +250,54 @@ def cuda_stack_of(cuda_version: str | None) -> str | None:
     return stack.extra if stack else None
 
 
-def _check_cuda_stack(where: str, software: dict) -> None:
+def _check_cuda_stack(check: RecordChecker, software: dict) -> None:
     if "cuda_stack" not in software:
         return  # written before the field existed
 
     stack, cuda = software["cuda_stack"], software["cuda"]
     extras = [s.extra for s in STACKS]
     if stack is not None and stack not in extras:
-        _fail(where, "software.cuda_stack", f"must be one of {', '.join(extras)} or null, not {stack!r}")
+        check.fail("software.cuda_stack", f"must be one of {', '.join(extras)} or null, not {stack!r}")
     if stack != cuda_stack_of(cuda):
-        _fail(where, "software.cuda_stack", f"is {stack!r}, but a torch built for CUDA {cuda} belongs to "
+        check.fail("software.cuda_stack", f"is {stack!r}, but a torch built for CUDA {cuda} belongs to "
                                             f"{cuda_stack_of(cuda)!r}")
 
 
-def _check_achievable(where: str, field: str, achievable, results: list[dict]) -> None:
-    _check_object(where, field, achievable, {"method": "text", "matmul": "object", "not_measured": "object",
+def _check_achievable(check: RecordChecker, field: str, achievable, results: list[dict]) -> None:
+    check.fields(field, achievable, {"method": "text", "matmul": "object", "not_measured": "object",
                                              "bandwidth": "object"})
     matmul, missing, bandwidth = achievable["matmul"], achievable["not_measured"], achievable["bandwidth"]
     for precision in sorted(set(matmul) | set(missing)):
         if precision not in MATMUL_PRECISIONS:
-            _fail(where, f"{field}.matmul.{precision}", f"is not one of {', '.join(MATMUL_PRECISIONS)}")
+            check.fail(f"{field}.matmul.{precision}", f"is not one of {', '.join(MATMUL_PRECISIONS)}")
     for precision in MATMUL_PRECISIONS:
         if (precision in matmul) == (precision in missing):
-            _fail(where, f"{field}.matmul.{precision}", "must be either measured (matmul) or said why not "
+            check.fail(f"{field}.matmul.{precision}", "must be either measured (matmul) or said why not "
                                                        "(not_measured), once")
     for precision, why in missing.items():
-        _check_value(where, f"{field}.not_measured.{precision}", why, "text")
+        check.value(f"{field}.not_measured.{precision}", why, "text")
     for precision, best in matmul.items():
         at = f"{field}.matmul.{precision}"
-        _check_object(where, at, best, _ACHIEVED_MATMUL)
+        check.fields(at, best, _ACHIEVED_MATMUL)
         if best["found_by"] not in FOUND_BY:
-            _fail(where, f"{at}.found_by", f"must be one of {', '.join(FOUND_BY)}, not {best['found_by']!r}")
+            check.fail(f"{at}.found_by", f"must be one of {', '.join(FOUND_BY)}, not {best['found_by']!r}")
         beaten = [r for r in results if r["benchmark"] in MATMUL_BENCHMARKS and r["dtype"] == precision
                   and r["rate"] * 1e9 > best["flop_s"] * _SAME]
         if beaten:
-            _fail(where, f"{at}.flop_s", f"is below the row of size {beaten[0]['size']} ({beaten[0]['benchmark']}, "
+            check.fail(f"{at}.flop_s", f"is below the row of size {beaten[0]['size']} ({beaten[0]['benchmark']}, "
                                          f"{beaten[0]['rate']:.4g} GFLOP/s): the achievable rate is the best of the "
                                          "search and the rows")
     for name, best in bandwidth.items():
         at = f"{field}.bandwidth.{name}"
         if name not in COPY_BENCHMARKS:
-            _fail(where, at, f"is not a copy benchmark ({', '.join(COPY_BENCHMARKS)})")
-        _check_object(where, at, best, _ACHIEVED_BANDWIDTH)
+            check.fail(at, f"is not a copy benchmark ({', '.join(COPY_BENCHMARKS)})")
+        check.fields(at, best, _ACHIEVED_BANDWIDTH)
         rows = [r for r in results if r["benchmark"] == name]
         if rows and max(r["rate"] for r in rows) * 1e9 > best["bytes_per_s"] * _SAME:
-            _fail(where, f"{at}.bytes_per_s", "is below a row of the same benchmark: it is the fastest of them")
+            check.fail(f"{at}.bytes_per_s", "is below a row of the same benchmark: it is the fastest of them")
 
 
 # ------------------------------------------------------------------------------------------ files
-def default_file_name(record: dict) -> str:
-    """``<system>-<arch>-<device kinds>[-<first GPU>]-<date>``, e.g. ``linux-x86_64-cuda-h100-2026-05-01``."""
-    import platform
-
-    kinds = dict.fromkeys(entry["kind"] for entry in record["devices"].values())
-    gpu = next((entry["name"] for entry in record["devices"].values() if entry["kind"] == "cuda"), "")
-    gpu_model = re.sub(r"^cuda:\d+ \(|,.*$|\)$", "", gpu).replace("NVIDIA", "").strip()
-    parts = [platform.system(), platform.machine(), *kinds, gpu_model, record["date"]]
-    return file_name("-".join(part for part in parts if part))
-
-
-def write_benchmark_file(record: dict, folder: str | Path | None = None, name: str | None = None) -> Path:
-    """Check ``record`` and save it as ``<folder>/<name>.json`` (default: ``data/benchmarks/``, a name made of
-    the system, the device kinds, the first GPU's model and the date)."""
-    validate_record(record, "the new record")
-    folder = Path(folder) if folder is not None else benchmark_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{file_name(name) if name else default_file_name(record)}.json"
-    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
-
-
 def read_benchmark_file(path: str | Path) -> dict:
     """Read and check one machine's file; a malformed or partial file raises :class:`BenchmarkFileError`."""
     return read_checked(path, validate_record, BenchmarkFileError)
@@ -392,7 +310,7 @@ def read_benchmark_folder(folder: str | Path | None = None) -> dict[str, dict]:
     silently left out.
     """
     folder = Path(folder) if folder is not None else benchmark_folder()
-    return {path.name: read_benchmark_file(path) for path in json_files(folder, "python -m gpukit bench")}
+    return {path.name: read_benchmark_file(path) for path in json_files(folder, "python -m booktools bench")}
 
 
 # ------------------------------------------------------------------------------------------ tables
@@ -603,7 +521,7 @@ def _size_words(benchmark: str, size: int) -> str:
 def headline_sentence(headline: dict | None) -> str:
     """:func:`gpu_headline` in two sentences, every number from the file."""
     if headline is None:
-        return "No GPU has been measured for this book yet: `python -m gpukit bench` on a GPU node adds one."
+        return "No GPU has been measured for this book yet: `python -m booktools bench` on a GPU node adds one."
     gpu, cpu = _device_words(headline["gpu"]), _device_words(headline["cpu"] or "its CPU")
     if not headline["work"]:
         return f"On an {gpu} ({headline['date']}) nothing was measured on both the GPU and its CPU."

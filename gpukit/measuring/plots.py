@@ -182,7 +182,7 @@ def overlay_reference_curves(fig, references: pd.DataFrame, *, note: bool = True
     if note:
         files = ", ".join(dict.fromkeys(references["file"]))
         text = ("Solid lines: measured in this build, on this page. Dashed lines: measured elsewhere by python -m "
-                f"gpukit bench, read from data/benchmarks/ ({files})." if drawn else
+                f"booktools bench, read from data/benchmarks/ ({files})." if drawn else
                 "No reference files in data/benchmarks/ record this measurement: only this build's curves are shown.")
         fig.text(0.01, 0.0, textwrap.fill(text, 150, break_on_hyphens=False, break_long_words=False),
                  fontsize="small", va="top")

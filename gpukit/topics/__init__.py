@@ -1,7 +1,6 @@
 """One topic's helpers each, named for what they hold; a topic imports the layers below it, never another topic.
 
-Lesson 2: local clusters on loopback (:mod:`~gpukit.topics.clusters`). Lesson 3: CuPy's kernel strings as CUDA
-sources (:mod:`~gpukit.topics.cuda_sources`) and a CUDA kernel run on the CPU
+Lesson 2: local clusters on loopback (:mod:`~gpukit.topics.clusters`). Lesson 3: a CUDA kernel run on the CPU
 (:mod:`~gpukit.topics.host_kernels`). Lesson 5: C++/CUDA extension builds (:mod:`~gpukit.topics.extensions`) and
 torch.compile's cache (:mod:`~gpukit.topics.compile_cache`). Lesson 6: work in chunks that shrink on
 out-of-memory errors (:mod:`~gpukit.topics.chunking`). Lesson 8: JAX devices and shards

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpukit.base.machine_files import file_name, json_files, read_checked
+from gpukit.base.machine_files import RecordChecker, file_name, json_files, read_checked
 from gpukit.base.paths import project_root
 from gpukit.core.device import available_devices, describe_device, device_available, devices_to_run, validate_device
 
@@ -320,54 +320,38 @@ def write_support_file(table, machine: str, name: str | None = None, folder: str
     return path
 
 
-def _fail(where: str, field: str, problem: str):
-    raise SupportFileError(f"{where}: field {field!r} {problem}")
-
-
 def _validate(record, where: str) -> dict:
-    if not isinstance(record, dict):
-        raise SupportFileError(f"{where}: expected a JSON object at the top level, got {type(record).__name__}")
-    for field in _FIELDS:
-        if field not in record:
-            _fail(where, field, "is missing")
-    extra = sorted(set(record) - set(_FIELDS))
-    if extra:
-        _fail(where, extra[0], f"is not part of the schema {SCHEMA}")
-    if record["schema"] != SCHEMA:
-        _fail(where, "schema", f"is {record['schema']!r}; this gpukit reads {SCHEMA!r}")
+    check = RecordChecker(where, SupportFileError, SCHEMA)
+    check.top(record, _FIELDS)
     for field in ("machine", "torch", "platform"):
-        if not isinstance(record[field], str) or not record[field].strip():
-            _fail(where, field, "must be a non-empty string")
-    try:
-        _dt.date.fromisoformat(record["date"])
-    except (TypeError, ValueError):
-        _fail(where, "date", f"must be an ISO date such as 2026-05-01, not {record['date']!r}")
+        check.value(field, record[field], "text")
+    check.date("date", record["date"])
     devices = record["devices"]
     if not isinstance(devices, dict) or not devices:
-        _fail(where, "devices", "must map at least one device name to its description")
+        check.fail("devices", "must map at least one device name to its description")
     for device, description in devices.items():
         try:
             validate_device(device)
         except ValueError:
-            _fail(where, f"devices.{device}", "is not a device name (cuda, cuda:N, mps, cpu)")
+            check.fail(f"devices.{device}", "is not a device name (cuda, cuda:N, mps, cpu)")
         if not isinstance(description, str):
-            _fail(where, f"devices.{device}", "must be a string describing the device")
+            check.fail(f"devices.{device}", "must be a string describing the device")
     results = record["results"]
     if not isinstance(results, dict) or not results:
-        _fail(where, "results", "must map at least one operation to its per-device results")
+        check.fail("results", "must map at least one operation to its per-device results")
     for operation, cells in results.items():
         field = f"results.{operation}"
         if not isinstance(cells, dict):
-            _fail(where, field, "must map each device to a result")
+            check.fail(field, "must map each device to a result")
         missing = [d for d in devices if d not in cells]
         if missing:
-            _fail(where, field, f"has no result for device(s) {missing} (a partial file)")
+            check.fail(field, f"has no result for device(s) {missing} (a partial file)")
         unknown = [d for d in cells if d not in devices]
         if unknown:
-            _fail(where, field, f"names device(s) {unknown} that 'devices' does not list")
+            check.fail(field, f"names device(s) {unknown} that 'devices' does not list")
         for device, cell in cells.items():
             if not isinstance(cell, str) or not cell.strip():
-                _fail(where, f"{field}.{device}", "must be a non-empty string ('ok' or the short error)")
+                check.fail(f"{field}.{device}", "must be a non-empty string ('ok' or the short error)")
     return record
 
 

@@ -71,7 +71,7 @@ def test_a_kernel_that_never_starts_is_a_reported_failure(tmp_path, cache, monke
 
 def test_the_build_and_gpu_check_agree_on_the_lessons_that_run_alone(tmp_path):
     """`make book` and `make gpu-check` run the same lessons: one rule says which publish speed measurements."""
-    from gpukit.commands import gpu_check
+    from booktools import gpu_check
 
     assert execute_notebooks.runs_alone is gpu_check.runs_alone
     assert execute_notebooks.KERNEL_CONFIG["KernelManager"]["transport_encryption"] == "auto"

@@ -1,4 +1,4 @@
-"""GPU runs kept and used (gpukit/commands/gpu_check.py's --save-run, scripts/execute_notebooks.py, _ext/gpu_runs.py).
+"""GPU runs kept and used (booktools/gpu_check.py's --save-run, scripts/execute_notebooks.py, _ext/gpu_runs.py).
 
 The mechanism end to end on the CPU, with a run made by ``make gpu-check`` itself: on the simulated GPU node of
 tests/support/gpu_node (torch reports the H100 of the book's first GPU run; a tensor sent to it would still fail) with
@@ -24,7 +24,8 @@ import nbformat
 import pytest
 import yaml
 
-from gpukit.commands import gpu_check as g
+from booktools import gpu_check as g
+from booktools import gpu_runs as store
 from gpukit.core.stamp import LessonStamp, notebook_stamp, read_stamp
 from tests.support.booktoc import ROOT
 from tests.support.device_probe import force_the_cpu
@@ -89,25 +90,25 @@ def keep(root: Path, executed, name=LESSON, date="2026-11-26", status=g.OK, run_
     (check / "notebooks").mkdir(parents=True, exist_ok=True)
     nbformat.write(executed, check / "notebooks" / f"{name}.ipynb")
     run = g.Run(run_facts or facts(), None, [g.Result("lesson", name, status, 3.0)], 480.0)
-    return g.save_gpu_run(run, check, root / g.GPU_RUNS, root, time.strptime(date, "%Y-%m-%d"))
+    return g.save_gpu_run(run, check, root / store.GPU_RUNS, root, time.strptime(date, "%Y-%m-%d"))
 
 
 # ------------------------------------------------------------------------------------------ the code hash
 def test_the_code_hash_changes_exactly_when_the_lessons_code_changes():
-    base = g.lesson_code_hash(lesson())
+    base = store.lesson_code_hash(lesson())
     assert base.startswith("sha256:") and len(base) == len("sha256:") + 64
     same = [ran_on(lesson()), lesson(prose="Other prose, *emphasised*."), lesson(setup="print('a fork's URL')")]
     tagged = lesson()
     tagged.cells[4].metadata["tags"] = ["hide-input"]
     tagged.cells[4]["id"] = "renumbered"
     tagged.metadata["mystnb"] = {"execution_timeout": 60}
-    assert all(g.lesson_code_hash(nb) == base for nb in [*same, tagged])
+    assert all(store.lesson_code_hash(nb) == base for nb in [*same, tagged])
     changed = [lesson(last="print(sum(range(11)))"), lesson(last="print(sum(range(10))) ")]
     added = lesson()
     added.cells.append(code("x = 1"))
     moved = lesson()
     moved.cells[2], moved.cells[4] = moved.cells[4], moved.cells[2]
-    hashes = {g.lesson_code_hash(nb) for nb in [*changed, added, moved]}
+    hashes = {store.lesson_code_hash(nb) for nb in [*changed, added, moved]}
     assert base not in hashes and len(hashes) == 4
 
 
@@ -115,28 +116,28 @@ def test_the_newest_run_of_the_lessons_code_is_current_else_the_newest_run_is_ou
     old = keep(tmp_path, ran_on(lesson()), date="2026-11-20")
     new = keep(tmp_path, ran_on(lesson()), date="2026-11-26")
     other = keep(tmp_path, ran_on(lesson(last="print(1)")), date="2026-11-28")
-    runs = g.load_gpu_runs(tmp_path)
+    runs = store.load_gpu_runs(tmp_path)
     assert [run.name for run in runs] == [Path(f).name for f in (other["folder"], new["folder"], old["folder"])]
-    current, outdated = g.runs_of_lesson(runs, LESSON, g.lesson_code_hash(lesson()))
+    current, outdated = store.runs_of_lesson(runs, LESSON, store.lesson_code_hash(lesson()))
     assert current.name == Path(new["folder"]).name and outdated is None
-    current, outdated = g.runs_of_lesson(runs, LESSON, g.lesson_code_hash(lesson(last="print(2)")))
+    current, outdated = store.runs_of_lesson(runs, LESSON, store.lesson_code_hash(lesson(last="print(2)")))
     assert current is None and outdated.name == Path(other["folder"]).name
-    assert g.runs_of_lesson(runs, "51-other", g.lesson_code_hash(lesson())) == (None, None)
+    assert store.runs_of_lesson(runs, "51-other", store.lesson_code_hash(lesson())) == (None, None)
 
 
 def test_no_runs_kept_is_no_runs_and_a_broken_run_is_an_error(tmp_path):
-    assert g.load_gpu_runs(tmp_path) == []
-    (tmp_path / g.GPU_RUNS).mkdir(parents=True)
-    (tmp_path / g.GPU_RUNS / "README.md").write_text("GPU runs")
-    assert g.load_gpu_runs(tmp_path) == []
-    (tmp_path / g.GPU_RUNS / "2026-11-26-half").mkdir()
+    assert store.load_gpu_runs(tmp_path) == []
+    (tmp_path / store.GPU_RUNS).mkdir(parents=True)
+    (tmp_path / store.GPU_RUNS / "README.md").write_text("GPU runs")
+    assert store.load_gpu_runs(tmp_path) == []
+    (tmp_path / store.GPU_RUNS / "2026-11-26-half").mkdir()
     with pytest.raises(ValueError, match="is not a GPU run: its manifest.json cannot be read"):
-        g.load_gpu_runs(tmp_path)
-    (tmp_path / g.GPU_RUNS / "2026-11-26-half").rmdir()
+        store.load_gpu_runs(tmp_path)
+    (tmp_path / store.GPU_RUNS / "2026-11-26-half").rmdir()
     kept = keep(tmp_path, ran_on(lesson()))
     (Path(kept["folder"]) / "notebooks" / f"{LESSON}.ipynb").unlink()
     with pytest.raises(ValueError, match="notebooks are not in the folder"):
-        g.load_gpu_runs(tmp_path)
+        store.load_gpu_runs(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ what is kept
@@ -145,15 +146,15 @@ def test_a_run_keeps_each_lesson_that_passed_with_its_hash_stamp_and_the_nodes_f
     folder = Path(kept["folder"])
     assert folder.parent == tmp_path / "data" / "gpu-runs" and folder.name == "2026-11-26-h100-80gb-hbm3-cuda13"
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["schema"] == g.RUN_SCHEMA and manifest["date"] == "2026-11-26" and manifest["stack"] == "cuda13"
+    assert manifest["schema"] == store.RUN_SCHEMA and manifest["date"] == "2026-11-26" and manifest["stack"] == "cuda13"
     assert manifest["device"] == H100 and manifest["driver"] == DRIVER and manifest["cuda"] == "13.0"
     assert manifest["commit"] == "ba075f4ff845" and manifest["versions"]["torch"] == "2.11.0+cu130"
     entry = manifest["lessons"][LESSON]
-    assert entry["code_hash"] == g.lesson_code_hash(lesson()) and entry["seconds"] == 3.0
+    assert entry["code_hash"] == store.lesson_code_hash(lesson()) and entry["seconds"] == 3.0
     assert entry["stamp"] == {"date": "2026-11-26", "device": H100, "torch": "PyTorch 2.11.0+cu130"}
     assert nbformat.read(folder / entry["notebook"], as_version=4) == ran_on(lesson())
     # CUDA 12's torch makes a cuda12 run; Apple's GPU (no CUDA) names none.
-    assert g.cuda_stack(facts(torch_cuda="12.9")) == "cuda12" and g.cuda_stack(facts(torch_cuda=None)) is None
+    assert store.cuda_stack(facts(torch_cuda="12.9")) == "cuda12" and store.cuda_stack(facts(torch_cuda=None)) is None
 
 
 def test_a_lesson_that_failed_or_would_stop_the_build_with_stderr_is_left_out(tmp_path):
@@ -165,7 +166,7 @@ def test_a_lesson_that_failed_or_would_stop_the_build_with_stderr_is_left_out(tm
     assert kept["folder"] is None and "stderr in cell(s) 4" in kept["left_out"][LESSON]
     noisy.cells[4].metadata["mystnb"] = {"output_stderr": "show"}  # the page shows it on purpose: it builds
     assert keep(tmp_path, noisy)["lessons"] == [LESSON]
-    assert not (tmp_path / g.GPU_RUNS).exists() or len(list((tmp_path / g.GPU_RUNS).iterdir())) == 1
+    assert not (tmp_path / store.GPU_RUNS).exists() or len(list((tmp_path / store.GPU_RUNS).iterdir())) == 1
 
 
 def test_a_page_is_built_from_the_lesson_as_it_is_now_with_the_runs_outputs():
@@ -173,13 +174,13 @@ def test_a_page_is_built_from_the_lesson_as_it_is_now_with_the_runs_outputs():
     run; a run of other code is refused."""
     now = lesson(prose="Prose written after the run.", setup="print('a fork')")
     now.cells[4].metadata["tags"] = ["hide-output"]
-    page = g.with_run_outputs(now, ran_on(lesson()))
+    page = store.with_run_outputs(now, ran_on(lesson()))
     assert page.cells[3].source == "Prose written after the run." and page.cells[1].source == "print('a fork')"
     assert page.cells[4].metadata["tags"] == ["hide-output"] and page.cells[4].outputs[0]["text"] == "45\n"
     assert notebook_stamp(page)["device"] == H100 and page.cells[1].outputs[0]["text"].startswith("gpukit:")
     assert not now.cells[4].outputs  # the lesson itself is left as it was
     with pytest.raises(ValueError, match="code hashes differ"):
-        g.with_run_outputs(lesson(last="print(0)"), ran_on(lesson()))
+        store.with_run_outputs(lesson(last="print(0)"), ran_on(lesson()))
 
 
 def test_the_stamp_is_read_back_as_the_page_and_the_notebook_show_it():
@@ -294,13 +295,13 @@ def test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_lessons_c
     book = tiny_book(tmp_path / "book", glued=True)
     done = make_gpu_check_on_the_simulated_node(book, tmp_path / "check")
     assert "Kept 1 lesson(s) as a GPU run" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
-    (run,) = g.load_gpu_runs(book)
+    (run,) = store.load_gpu_runs(book)
     assert run.name == f"{time.strftime('%Y-%m-%d')}-h100-80gb-hbm3-cuda13" and run.manifest["stack"] == "cuda13"
     assert run.manifest["driver"] == DRIVER and run.manifest["device"].startswith(f"cuda:0 ({GPU_NAME}, ")
     head = subprocess.run(["git", "-C", str(book), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     assert run.manifest["commit"] == head.stdout.strip()
     kept = run.lessons[LESSON]
-    assert kept["code_hash"] == g.lesson_code_hash(nbformat.read(book / "notebooks" / f"{LESSON}.ipynb", 4))
+    assert kept["code_hash"] == store.lesson_code_hash(nbformat.read(book / "notebooks" / f"{LESSON}.ipynb", 4))
     assert kept["stamp"]["device"] == run.manifest["device"] and kept["stamp"]["date"] == run.date
     gpu = {"source": f"the GPU run data/gpu-runs/{run.name}", "stamp": kept["stamp"], "gpu_run": run.name,
            "outdated_run": None}
@@ -372,7 +373,7 @@ def test_the_commit_hooks_leave_a_kept_run_as_written():
 
     config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
     excluded = re.compile(config.get("exclude", "^$"))
-    assert excluded.search(f"{g.GPU_RUNS}/2026-11-26-h100-80gb-hbm3-cuda13/notebooks/01-cpu-vs-gpu.ipynb")
+    assert excluded.search(f"{store.GPU_RUNS}/2026-11-26-h100-80gb-hbm3-cuda13/notebooks/01-cpu-vs-gpu.ipynb")
     assert not excluded.search("notebooks/01-cpu-vs-gpu.ipynb")
     hooks = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
     assert {"nbstripout", "ruff"} <= hooks

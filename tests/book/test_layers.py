@@ -1,4 +1,7 @@
-"""gpukit's layers hold: each module imports only the layers below its own (CONTRIBUTING.md, "Where things live").
+"""gpukit's layers hold: each module imports only the layers below its own (CONTRIBUTING.md, "Where things live");
+and the book's three products import downwards: gpukit (what a learner's kernel imports) nothing of the others,
+booktools (the book's machinery: GPU runs, the bench) gpukit, and the site build (``_ext/``) and ``scripts/`` both
+of those; none of them imports the tests.
 
 The layers, lowest first: ``base`` (imports nothing of gpukit), ``core``, ``measuring``, ``topics``, ``exercises``,
 ``commands``; ``gpukit/__init__.py`` and ``__main__.py`` sit above them all. Read from the source (no import runs),
@@ -17,6 +20,7 @@ every module's gpukit imports, at the top or inside a function, must:
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +42,12 @@ class Import:
     explained: bool  # a comment on its line or the line above
 
 
+@functools.cache
+def parsed(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once however many checks read it (the planted tests change one module)."""
+    return ast.parse(text)
+
+
 def module_name(path: Path, package_root: Path) -> str:
     parts = list(path.relative_to(package_root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -52,7 +62,13 @@ def layer_of(module: str) -> str | None:
 
 def gpukit_imports(module: str, text: str, modules: set[str]) -> list[Import]:
     """Every import of a gpukit module in ``text``, the source of ``module``; ``modules`` names every module."""
-    tree = ast.parse(text)
+    return list(_imports_of(module, text, frozenset(modules)))
+
+
+@functools.cache
+def _imports_of(module: str, text: str, modules: frozenset[str]) -> tuple[Import, ...]:
+    """gpukit_imports, read once per module text (the planted tests check the whole package again each)."""
+    tree = parsed(text)
     lines = text.splitlines()
     package = module if module in modules and _is_package(module, modules) else module.rpartition(".")[0]
     inner_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -81,7 +97,7 @@ def gpukit_imports(module: str, text: str, modules: set[str]) -> list[Import]:
                 if alias.name == "gpukit" or alias.name.startswith("gpukit."):
                     found.append(Import(module, alias.name, ("*",), node.lineno, id(node) in inner_nodes,
                                         explained(node)))
-    return found
+    return tuple(found)
 
 
 def _is_package(module: str, modules: set[str]) -> bool:
@@ -91,7 +107,7 @@ def _is_package(module: str, modules: set[str]) -> bool:
 def private_attributes(text: str, imported_modules: dict[str, str]) -> list[tuple[str, str, int]]:
     """``alias._name`` where ``alias`` is a gpukit module imported whole: (module, name, line)."""
     found = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed(text)):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id in imported_modules and node.attr.startswith("_")
                 and not node.attr.startswith("__")):
@@ -110,7 +126,7 @@ def problems_in(sources: dict[str, str]) -> list[str]:
             continue
         imports = gpukit_imports(module, text, modules)
         whole = {}
-        tree = ast.parse(text)
+        tree = parsed(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -217,7 +233,7 @@ def planted(real: dict[str, str], module: str, line: str) -> list[str]:
 
 
 def test_an_upward_import_is_found(real):
-    found = planted(real, "gpukit.core.timing", "from gpukit.commands.bench import run_bench_command")
+    found = planted(real, "gpukit.core.timing", "from gpukit.commands.doctor import environment_report")
     assert any("core may not import from commands" in p for p in found), found
 
 
@@ -256,3 +272,72 @@ def test_the_front_door_and_flat_modules_are_found(real):
     assert any("the package's front" in p for p in found), found
     sources = dict(real, **{"gpukit.helpers": "x = 1\n"})
     assert any("gpukit.helpers belongs to no layer" in p for p in problems_in(sources))
+
+
+# ------------------------------------------------------------------ the three products
+# What each folder's Python may import of the book's own code: gpukit is what a learner's kernel imports and stands
+# alone; booktools (the book's machinery) uses gpukit; the site build and the scripts use both. The tests may import
+# anything, and nothing imports them. _ext's and scripts' modules import their neighbours by bare name (Sphinx and
+# `python scripts/x.py` put their folder on sys.path).
+MAY_IMPORT = {"gpukit": {"gpukit"}, "booktools": {"gpukit", "booktools"}, "_ext": {"gpukit", "booktools", "_ext"},
+              "scripts": {"gpukit", "booktools", "scripts"}}
+OURS = ("gpukit", "booktools", "_ext", "scripts", "tests", "conftest")
+
+
+def product_problems(sources: dict[tuple[str, str], str], neighbours: dict[str, set[str]]) -> list[str]:
+    """Each import of the book's own code that runs against :data:`MAY_IMPORT`. ``sources`` maps (folder, file) to
+    the file's text; ``neighbours`` maps a folder to its modules' bare names."""
+    problems = []
+    for (folder, file), text in sorted(sources.items()):
+        for line, name in absolute_imports(text):
+            top = name.split(".")[0]
+            owner = folder if top in neighbours.get(folder, ()) and folder in ("_ext", "scripts") else top
+            if owner in OURS and owner not in MAY_IMPORT[folder]:
+                problems.append(f"{folder}/{file}, line {line}: imports {name}, but {folder} may import only "
+                                f"{', '.join(sorted(MAY_IMPORT[folder]))}")
+    return problems
+
+
+@functools.cache
+def absolute_imports(text: str) -> tuple[tuple[int, str], ...]:
+    """(line, module) of each absolute import in ``text`` (a relative one stays within its own package)."""
+    found = []
+    for node in ast.walk(parsed(text)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or ""))
+    return tuple(found)
+
+
+def product_sources(root: Path = ROOT) -> tuple[dict[tuple[str, str], str], dict[str, set[str]]]:
+    sources, neighbours = {}, {}
+    for folder in MAY_IMPORT:
+        files = sorted((root / folder).rglob("*.py"))
+        neighbours[folder] = {p.stem for p in files if p.parent == root / folder}
+        sources.update({(folder, str(p.relative_to(root / folder))): p.read_text(encoding="utf-8") for p in files})
+    return sources, neighbours
+
+
+def test_the_products_import_downwards():
+    sources, neighbours = product_sources()
+    assert {folder for folder, _ in sources} == set(MAY_IMPORT), "a product's folder has no Python"
+    problems = product_problems(sources, neighbours)
+    assert not problems, "the book's products import upwards:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(("folder", "file", "line", "expected"), [
+    ("gpukit", "core/timing.py", "from booktools.gpu_runs import load_gpu_runs", "gpukit may import only gpukit"),
+    ("gpukit", "exercises/checking.py", "import tests.support.booktoc", "imports tests.support.booktoc"),
+    ("booktools", "bench.py", "import scripts.drift", "booktools may import only booktools, gpukit"),
+    ("booktools", "gpu_check.py", "from _ext.gpu_runs import kept_runs", "imports _ext.gpu_runs"),
+    ("scripts", "drift.py", "from tests.support.booktoc import ROOT", "imports tests.support.booktoc"),
+    ("_ext", "gpu_runs.py", "import tests.support.site_build", "imports tests.support.site_build"),
+    ("scripts", "execute_notebooks.py", "import gpu_runs", None),  # _ext's module's name, but not ours from here
+])
+def test_an_upward_import_between_products_is_found(folder, file, line, expected):
+    sources, neighbours = product_sources()
+    assert (folder, file) in sources, f"{folder}/{file} is gone: plant the import elsewhere"
+    sources[(folder, file)] = line + "\n" + sources[(folder, file)]
+    found = product_problems(sources, neighbours)
+    assert (any(expected in p for p in found) if expected else not found), found

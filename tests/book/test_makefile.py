@@ -100,17 +100,17 @@ def test_gpu_check_runs_in_the_environment_that_is_there_and_installs_nothing(tm
     done = make(clone, "gpu-check", f"PYTHON={module_python}", "GPU_CHECK_FLAGS=--lessons 03 --no-bench")
     assert done.returncode == 0, done.stderr
     # No .venv: the Python it was given (a cluster module's), once, and never pip.
-    assert calls.read_text().splitlines() == [f"{module_python} -m gpukit gpu-check --lessons 03 --no-bench"]
+    assert calls.read_text().splitlines() == [f"{module_python} -m booktools gpu-check --lessons 03 --no-bench"]
     venv_python = recording_python(clone / ".venv" / "bin" / "python", calls)
     calls.unlink()
     assert make(clone, "gpu-check", f"PYTHON={module_python}").returncode == 0
-    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m gpukit gpu-check"]
+    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m booktools gpu-check"]
     assert (clone / "_build" / "cache" / "matplotlib").is_dir()
     assert "make gpu-check" in make(clone, "help").stdout
     # A wheelhouse for a node without network: its folder reaches gpu-check.
     calls.unlink()
     assert make(clone, "gpu-check", "WHEELHOUSE=/data/node wheels").returncode == 0
-    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m gpukit gpu-check --wheelhouse "
+    assert calls.read_text().splitlines() == [f"{venv_python.relative_to(clone)} -m booktools gpu-check --wheelhouse "
                                               f"/data/node wheels"]
     unsaid = make(clone, "wheelhouse")
     assert unsaid.returncode != 0 and "make wheelhouse WHEELHOUSE=DIR" in unsaid.stdout + unsaid.stderr
@@ -132,8 +132,9 @@ def test_make_check_is_lint_and_the_quick_tests_and_installs_nothing_where_the_e
     current_environment(clone)
     lines = make(clone, "-n", "check").stdout.splitlines()
     assert not [line for line in lines if " -m pip install " in line], lines
-    for command in (".venv/bin/ruff check gpukit tests _ext scripts", ".venv/bin/ruff check --line-length 88 notebooks",
-                    ".venv/bin/zizmor --offline .github/workflows", ".venv/bin/python -m pytest --quick tests"):
+    for command in (".venv/bin/ruff check gpukit booktools tests _ext scripts",
+                    ".venv/bin/ruff check --line-length 88 notebooks", ".venv/bin/zizmor --offline .github/workflows",
+                    ".venv/bin/python -m pytest --quick tests"):
         assert command in lines, f"{command!r} not in {lines}"
     assert "make check" in make(clone, "help").stdout
 

@@ -34,7 +34,8 @@ TESTS = ROOT / "tests"
     (["git", "daemon", "--reuseaddr"], "a server (git daemon)"),
     (["/bin/sh", "-c", "cd /x && jupyterhub -f config.py"], "a server (jupyterhub)"),
     (["unshare", "-rn", "env", "A=1", "/usr/sbin/slurmd", "-D"], "a server (slurmd)"),
-    ([sys.executable, "-m", "gpukit", "gpu-check", "--lessons", "11"], "gpukit gpu-check, which executes lessons"),
+    ([sys.executable, "-m", "booktools", "gpu-check", "--lessons", "11"],
+     "booktools gpu-check, which executes lessons"),
 ])
 def test_what_a_check_test_must_not_start_is_recognised(argv, what):
     assert (conftest.started(argv) or "").startswith(what)

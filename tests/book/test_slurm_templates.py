@@ -15,12 +15,12 @@ What the run proves, and what it does not:
   the rendezvous and the Ray head are real, a second node is not; the Ray template also waits for the other
   jobs to end (a --dependency the test adds), so that its head starts on a node that is not busy;
 - the book and benchmark templates run the site file's command, which the test points at a quick
-  stand-in (the benchmark at `python -m gpukit bench --quick` when gpukit has that command): the job
+  stand-in (the benchmark at `python -m booktools bench --quick`): the job
   plumbing is tested, not a full book build or benchmark run;
 - every template that requests a GPU runs the GPU preflight (the site file's command, here a stand-in that
   prints a line: there is no GPU for `python -m gpukit doctor --gpu` to pass on) in its environment before
   its work, and a failing preflight ends the job FAILED before the work starts;
-- the gpu-check template (make gpu-check as a job) runs gpukit's real command, which finds no GPU on this node (the
+- the gpu-check template (make gpu-check as a job) runs booktools' real command, which finds no GPU on this node (the
   fake GPUs are device files; GPUKIT_DEVICE=cpu makes sure of it wherever the tests run): the job must fail fast
   and clearly, with the reason as the first line of its report, as on a node whose GPU is unusable;
 - dask-jobqueue's workers are real Slurm jobs of their own, submitted from inside the driver job;
@@ -145,7 +145,7 @@ def test_gpu_templates_run_the_preflight_right_after_setup(path):
     assert setups, f"{path.name} does not call gpu_python_setup"
     if path.name in PREFLIGHT_IN_THE_WORK:
         assert "gpu_python_preflight" not in lines
-        work = [line for line in lines if "gpukit gpu-check" in line]
+        work = [line for line in lines if "booktools gpu-check" in line]
         assert work and lines.index(work[0]) > setups[-1], lines
     elif path.name in GPU_TEMPLATES:
         # Every path through the script (build-book.sbatch has two) checks the GPU before anything else.
@@ -169,7 +169,7 @@ def test_site_file_turns_partition_and_account_into_sbatch_variables():
     done = subprocess.run(["bash", "-c", f"set -euo pipefail; source {shlex.quote(str(SITE))}; "
                            'echo "$SBATCH_PARTITION $SBATCH_ACCOUNT $SALLOC_PARTITION $GPU_PYTHON_BENCH_COMMAND"'],
                           env=env, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["gpu-long", "proj42", "gpu-long", "python", "-m", "gpukit", "bench"]
+    assert done.stdout.split() == ["gpu-long", "proj42", "gpu-long", "python", "-m", "booktools", "bench"]
     unset = subprocess.run(["bash", "-c", f"set -u; source {shlex.quote(str(SITE))}; echo ${{SBATCH_PARTITION-unset}}"],
                            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
     assert unset.stdout.strip() == "unset", "with no partition in the site file, sbatch must use its default"
@@ -309,12 +309,8 @@ def test_nsys_stand_in_is_executable():
 
 # ------------------------------------------------------------------------------------------ on Slurm
 def quick_bench_command() -> str:
-    """``python -m gpukit bench --quick`` if gpukit has that command by now, else a stand-in that says so."""
-    done = subprocess.run([sys.executable, "-m", "gpukit", "bench", "--help"], capture_output=True, text=True,
-                          cwd=ROOT)
-    if done.returncode == 0 and "--quick" in done.stdout:
-        return "python -m gpukit bench --quick && echo benchmark command ran"
-    return "python -c 'import gpukit; print(\"benchmark command ran\")'"
+    """The benchmark suite at its quick size, run from the book's top folder as the template's job runs it."""
+    return "python -m booktools bench --quick && echo benchmark command ran"
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The wheelhouse: ``make wheelhouse`` (scripts/wheelhouse.py) gathers, where there is network, what ``make
-gpu-check WHEELHOUSE=DIR`` installs on a GPU node without it (gpukit/commands/node_packages.py).
+gpu-check WHEELHOUSE=DIR`` installs on a GPU node without it (booktools/node_packages.py).
 
 The last test is the whole path on this machine: a wheelhouse made by the make target, a Python like a GPU node's
 (torch, matplotlib and pandas, a NumPy other than the book's, no Jupyter, no pytest, no pip:
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from gpukit.commands import node_packages
+from booktools import node_packages
 from gpukit.topics.distributed import loopback_namespace
 from tests.support.booktoc import ROOT
 from tests.support.gpu_node import gpu_node_env
@@ -138,8 +138,9 @@ def test_on_a_gpu_node_without_network_gpu_check_installs_from_the_wheelhouse_an
     env["GPUKIT_GPU_CHECK_DIR"] = str(tmp_path / "checks")
     env["PATH"] = os.pathsep.join([str(node / "bin"), env["PATH"]])
     runs, out = tmp_path / "runs", tmp_path / "check"
-    done = subprocess.run([*prefix, str(python), "-m", "gpukit", "gpu-check", "--wheelhouse", str(house), "--lessons",
-                           "10", "11", "--no-tests", "--no-bench", "--save-run", str(runs), "--out", str(out)],
+    done = subprocess.run([*prefix, str(python), "-m", "booktools", "gpu-check", "--wheelhouse", str(house),
+                           "--lessons", "10", "11", "--no-tests", "--no-bench", "--save-run", str(runs),
+                           "--out", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     report = (out / "report.md").read_text(encoding="utf-8") if (out / "report.md").exists() else done.stdout
     assert f"shadowed the node's numpy {NODE_NUMPY} with the book's 2.4.6" in report, report[-3000:]

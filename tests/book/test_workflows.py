@@ -10,7 +10,7 @@
 - one setting, the repository variable GPU_RUNNER, chooses which build the site is published from: the
   self-hosted GPU runner's (which must require a GPU) or the hosted CPU runner's, exactly one of them each time;
 - the drift workflow reports broken cells, and still summarises and fails when the notebooks break;
-- the GPU workflow runs `make gpu-check` (the GPU tests come from its one list, gpukit.commands.gpu_check.GPU_TESTS,
+- the GPU workflow runs `make gpu-check` (the GPU tests come from its one list, booktools.gpu_check.GPU_TESTS,
   not a
   second list here) and uploads its report's folder even when the check fails.
 
@@ -410,7 +410,7 @@ def gpu_check_run(workflows: dict[str, Workflow]) -> list[str]:
         if step in uploads and outcome == "skipped":
             problems.append("gpu.yml: when make gpu-check fails, its report is not uploaded")
     if any("pytest" in str(step.get("run", "")) for step in job["steps"]):
-        problems.append("gpu.yml runs pytest itself: the GPU tests are gpukit.commands.gpu_check.GPU_TESTS, run by "
+        problems.append("gpu.yml runs pytest itself: the GPU tests are booktools.gpu_check.GPU_TESTS, run by "
                         "gpu-check")
     if str((job.get("env") or {}).get("GPUKIT_REQUIRE_GPU")) != "1":
         problems.append("gpu.yml does not set GPUKIT_REQUIRE_GPU=1")

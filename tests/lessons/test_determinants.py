@@ -2,7 +2,7 @@
 
 Chapter 7 writes `lu_determinant` in the notebook, where a reader sees it; chapter 12's exercise asks for it for
 a batch, and its solution writes it again; the benchmark suite has its own copy
-(`gpukit.commands.bench.lu_determinant`).
+(`booktools.bench.lu_determinant`).
 One choice for all three: `lu_factor_ex`, which gives 0 for a singular matrix where `lu_factor` raises. These
 tests check that the three are the same code, that it is right, and the growth law chapter 12 states,
 E|det A|^2 = n! s^n.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpukit.commands.bench import lu_determinant
+from booktools.bench import lu_determinant
 from tests.support.booktoc import ROOT
 
 NOTEBOOKS = ROOT / "notebooks"

@@ -34,7 +34,7 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
-from gpukit.commands.gpu_check import lesson_code_hash, load_gpu_runs, runs_of_lesson
+from booktools.gpu_runs import lesson_code_hash, load_gpu_runs, runs_of_lesson
 from gpukit.core.stamp import notebook_stamp, read_stamp
 from gpukit.topics.distributed import free_port
 from tests.support.booktoc import ROOT, toc_files

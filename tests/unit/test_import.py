@@ -28,3 +28,25 @@ def test_importing_every_gpukit_module_leaves_the_environment_as_it_was():
 
 def test_every_module_was_tried():
     assert "gpukit.exercises.checking" in MODULES and "gpukit.core.glue" in MODULES and len(MODULES) > 30
+
+
+def test_a_lessons_first_cell_imports_only_what_it_needs():
+    """``import gpukit`` and the names a lesson's first cell takes from it load no chapter's exercise checks and no
+    doctor (the first ``check`` loads the checks, the first ``environment_report`` the doctor), and never the
+    book's machinery."""
+    probe = ("import sys\n"
+             "from gpukit import check, glue, lesson_stamp, pick_device, skip_unless\n"
+             "first = sorted(m for m in sys.modules if m.startswith(('gpukit', 'booktools')))\n"
+             "print(' '.join(first))\n"
+             "check('ex-env-batch-bytes', None)\n"
+             "from gpukit import environment_report\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith(('gpukit', 'booktools')))))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, after = (set(line.split()) for line in done.stdout.strip().splitlines()[-2:])
+    assert "gpukit.core.device" in first and "gpukit.exercises.checking" in first
+    loaded_early = sorted(m for m in first if m.startswith(("gpukit.exercises.", "gpukit.commands", "booktools"))
+                          and m != "gpukit.exercises.checking")
+    assert not loaded_early, f"import gpukit loaded {loaded_early}"
+    assert {"gpukit.exercises.pytorch", "gpukit.exercises.training_at_scale", "gpukit.commands.doctor"} <= after
+    assert not any(m.startswith("booktools") for m in after)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from gpukit.commands.bench import lu_determinant
+from booktools.bench import lu_determinant
 from gpukit.core.device import pick_device
 from gpukit.exercises.case_study import power_batch
 

@@ -21,7 +21,7 @@ with NumPy). Use it, e.g.::
           python -m pytest tests/unit/commands/test_preflight.py tests/unit/topics/test_extensions.py
 
 The whole suite runs there too (12-15 minutes on 2 cores; not in `make test`, which runs the GPU tests there,
-tests/unit/commands/test_gpu_node_suite.py)::
+tests/booktools/test_gpu_node_suite.py)::
 
     env $(.venv/bin/python -c "from tests.support.gpu_node import shell_assignments; print(shell_assignments())") \
           nice -n 10 .venv/bin/python -m pytest -n 2 tests -p no:cacheprovider -q -rfEs

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from gpukit.base.nvcc import CudaCompileError, compile_cuda, find_nvcc, ptx_entries
-from gpukit.topics.cuda_sources import c_type_of, elementwise_source, reduction_source
 from tests.support.booktoc import ROOT
+from tests.support.cuda_sources import c_type_of, elementwise_source, reduction_source
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc (NVIDIA's CUDA toolkit) is not installed here")

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpukit.commands import bench
+from booktools import bench
 from gpukit.core import machine
 from gpukit.core.machine import parse_cpuinfo, parse_lscpu_max_mhz
 from tests.support.made_up_machines import cpuinfo
@@ -137,7 +137,8 @@ def test_clocks_are_those_of_the_gpu_torch_uses(second_gpu_of_two):
 
 
 def test_a_bench_record_carries_its_own_gpus_clocks(second_gpu_of_two):
-    """The record of `python -m gpukit bench` on the job's GPU: the H100's clocks, not the A100's of the first line."""
+    """The record of `python -m booktools bench` on the job's GPU: the H100's clocks, not the A100's of the first
+    line."""
     record = bench.run_suite(["cuda:0"], quick=True, progress=False, machine="the second GPU of two",
                              search_seconds=0.01)
     assert record["devices"]["cuda:0"]["clocks"] == {"sm_max_mhz": 1980.0, "memory_max_mhz": 2619.0}

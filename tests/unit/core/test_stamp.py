@@ -31,8 +31,7 @@ def test_stamp_rejects_an_unknown_device():
 
 
 def test_the_notes_say_whose_run_the_page_shows_and_when_it_is_out_of_date(tmp_path):
-    from gpukit.commands.gpu_check import GpuRun
-    from gpukit.core.stamp import gpu_run_note, outdated_run_note
+    from booktools.gpu_runs import GpuRun, gpu_run_note, outdated_run_note
 
     manifest = {"date": "2026-11-26", "device": "cuda:0 (NVIDIA H100 80GB HBM3, 79.2 GiB)", "driver": "580.159.04",
                 "cuda": "13.0", "stack": "cuda13", "commit": "ba075f4ff845",

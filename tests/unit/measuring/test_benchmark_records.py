@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from gpukit.commands import bench  # noqa: E402
+from booktools import bench  # noqa: E402 - its file writer
 from gpukit.measuring.benchmark_records import (  # noqa: E402
     SCHEMA,
     BenchmarkFileError,
@@ -21,7 +21,6 @@ from gpukit.measuring.benchmark_records import (  # noqa: E402
     reference_curves,
     results_table,
     validate_record,
-    write_benchmark_file,
 )
 from gpukit.measuring.plots import overlay_reference_curves, plot_sweep  # noqa: E402
 from tests.support.booktoc import ROOT
@@ -48,7 +47,7 @@ def record(gpu=False):
                                        "memory_bytes_per_s": 3.35e12, "source": "test"}}
         results += [result("matmul", "cuda:0", n, 1e-11 * n**3 + 1e-5, fraction=0.3) for n in (128, 256, 512, 1024)]
         results.append(result("det+fft", "cuda:0", 16, 0.001, dtype="complex64", batch=2048))
-    return {"schema": SCHEMA, "machine": "test machine", "date": "2026-01-02", "command": "python -m gpukit bench",
+    return {"schema": SCHEMA, "machine": "test machine", "date": "2026-01-02", "command": "python -m booktools bench",
             "mode": "full",
             "host": {"cpu_model": "Test CPU", "physical_cores": 4, "logical_cores": 8, "max_clock_mhz": None,
                      "clock_source": "not reported", "platform": "Linux", "python": "3.11.7"},
@@ -59,8 +58,8 @@ def record(gpu=False):
 
 @pytest.fixture
 def folder(tmp_path):
-    write_benchmark_file(record(), tmp_path, name="cpu-box")
-    write_benchmark_file(record(gpu=True), tmp_path, name="gpu-box")
+    bench.write_benchmark_file(record(), tmp_path, name="cpu-box")
+    bench.write_benchmark_file(record(gpu=True), tmp_path, name="gpu-box")
     return tmp_path
 
 
@@ -77,26 +76,26 @@ def test_a_quick_run_writes_a_valid_file(tmp_path, quick_run):
     assert benchmarks == {"matmul", "elementwise", "copy", "det+fft", "matmul-shapes"}
     assert all(r["rate"] > 0 and r["time_unit"] == "s" for r in made["results"])
     assert made["software"]["torch"] and made["host"]["logical_cores"] >= 1
-    path = write_benchmark_file(made, tmp_path)
+    path = bench.write_benchmark_file(made, tmp_path)
     assert path.name.endswith(f"{made['date']}.json") and "cpu" in path.name
     assert read_benchmark_file(path) == made
 
 
 def test_the_command_line_writes_into_the_given_folder(tmp_path, capsys):
-    from gpukit.__main__ import main
+    from booktools.__main__ import main
 
     # --devices cpu: what is written is the test, not which devices this machine has (on a GPU node the default
     # measures its GPU too, which a node whose GPU torch cannot use would fail on).
     assert main(["bench", "--quick", "--devices", "cpu", "--no-progress", "--folder", str(tmp_path),
                  "--name", "here"]) == 0
     written = read_benchmark_file(tmp_path / "here.json")
-    expected = f"python -m gpukit bench --quick --devices cpu --no-progress --folder {tmp_path} --name here"
+    expected = f"python -m booktools bench --quick --devices cpu --no-progress --folder {tmp_path} --name here"
     assert written["command"] == expected
     assert "wrote" in capsys.readouterr().out
 
 
 def test_a_quick_run_from_the_command_line_stays_out_of_the_books_data(tmp_path, monkeypatch):
-    from gpukit.__main__ import main
+    from booktools.__main__ import main
     from gpukit.base import paths
 
     monkeypatch.setattr(paths, "project_root", lambda: tmp_path)
@@ -178,7 +177,7 @@ def test_the_folder_fails_loudly_on_any_bad_file(folder):
 
 
 def test_an_empty_or_missing_folder_is_an_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m gpukit bench"):
+    with pytest.raises(FileNotFoundError, match="python -m booktools bench"):
         read_benchmark_folder(tmp_path)
     with pytest.raises(FileNotFoundError, match="no folder"):
         read_benchmark_folder(tmp_path / "absent")
@@ -186,7 +185,7 @@ def test_an_empty_or_missing_folder_is_an_error(tmp_path):
 
 def test_writing_refuses_an_invalid_record(tmp_path):
     with pytest.raises(BenchmarkFileError, match="the new record"):
-        write_benchmark_file(_broken(lambda r: r.pop("machine")), tmp_path)
+        bench.write_benchmark_file(_broken(lambda r: r.pop("machine")), tmp_path)
     assert not list(tmp_path.iterdir())
 
 

@@ -1,6 +1,6 @@
 """The bench's ``matmul-shapes`` rows: n x n products at sizes around multiples of 8, 64 and 128 (the shapes the
 hardware likes), in bfloat16, float16 and float32 with TF32 off on a GPU and in float32 on the CPU. The GPU path runs
-here on tests/support/fake_cuda.py's stand-in H100, as tests/unit/commands/test_bench_achievable.py runs the search's:
+here on tests/support/fake_cuda.py's stand-in H100, as tests/booktools/test_bench_achievable.py runs the search's:
 every timed product writes one output allocated before its timing, between two CUDA events, and each row is held to
 its own dtype's datasheet peak."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpukit.commands import bench
+from booktools import bench
 from gpukit.core import machine, timing
 from gpukit.core.peaks import gpu_peak
 from gpukit.measuring.benchmark_records import BENCHMARKS, MATMUL_BENCHMARKS, validate_record
@@ -66,7 +66,7 @@ def test_the_sizes_lie_around_multiples_of_8_64_and_128():
 
 
 def test_the_gpu_part_adds_seconds_not_minutes_to_the_bench():
-    """make gpu-check gives the whole bench 150 s (gpukit/commands/gpu_check.py's LIMITS_S); the shapes may add about
+    """make gpu-check gives the whole bench 150 s (booktools/gpu_check.py's LIMITS_S); the shapes may add about
     20 s. Even at a quarter of the H100's datasheet peak in each dtype (its float32 products reached 77% in the first
     GPU run) the products take a few seconds."""
     plan = bench.plan_for("cuda:0")

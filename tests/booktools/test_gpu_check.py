@@ -1,4 +1,4 @@
-"""``make gpu-check`` (gpukit/commands/gpu_check.py) on the CPU: its plan (lanes, order, time limits), the steps'
+"""``make gpu-check`` (booktools/gpu_check.py) on the CPU: its plan (lanes, order, time limits), the steps'
 plumbing
 (processes stopped at their limit, a lesson's cells read for errors, stderr and checked outputs), the report from
 fabricated results, and the real command on a machine where the GPU is hidden, which must stop at once and say
@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpukit.commands import gpu_check as g
+from booktools import gpu_check as g
 from gpukit.commands import preflight
 from tests.support.booktoc import ROOT
 from tests.support.gpu_node import forcing_env
@@ -39,7 +39,7 @@ def test_the_gpu_tests_are_one_list_of_files_that_exist(capsys):
                 "test_preflight.py", "test_distributed.py", "test_extensions.py"}
     assert h100_run <= {name.split("/")[-1] for name in g.GPU_TESTS}
     assert all((ROOT / name).is_file() for name in g.GPU_TESTS)
-    from gpukit.__main__ import main
+    from booktools.__main__ import main
 
     assert main(["gpu-check", "--list-tests"]) == 0
     assert capsys.readouterr().out.split() == list(g.GPU_TESTS)
@@ -449,7 +449,7 @@ def test_the_environment_of_a_gpu_node_gives_its_memory_and_name(monkeypatch):
 def test_gpu_check_imports_and_probes_a_python_without_torch():
     """gpu-check runs on a node's own Python, which may have no torch: importing it imports no GPU library (its
     gpukit imports sit at the top of the file), and the environment probe says in one line that torch is missing."""
-    script = ("import json, sys\nimport gpukit.commands.gpu_check as g\n"
+    script = ("import json, sys\nimport booktools.gpu_check as g\n"
               "loaded = sorted(m for m in ('torch', 'jax', 'cupy') if m in sys.modules)\n"
               "facts = g.environment_facts()\n"
               "print('FACTS ' + json.dumps({'loaded': loaded, 'torch_error': facts.get('torch_error'), "
@@ -520,7 +520,7 @@ def test_without_a_gpu_the_command_stops_at_once_and_says_why_first(tmp_path):
            "PYTHONPATH": str(ROOT), "GPUKIT_DEVICE": "cpu"}
     out = tmp_path / "run"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpukit", "gpu-check", "--lessons", "11", "--tests",
+    done = subprocess.run([sys.executable, "-m", "booktools", "gpu-check", "--lessons", "11", "--tests",
                            "tests/unit/core/test_memory.py", "--no-bench", "--out", str(out), "--save-run",
                            str(tmp_path / "gpu-runs")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
@@ -557,7 +557,7 @@ def test_on_a_gpu_node_the_command_runs_every_step_in_its_phase_and_writes_the_f
     monkeypatch.setattr(g, "run_lesson_step", stand_in())
     monkeypatch.setattr(g, "run_tests_step", stand_in())
     monkeypatch.setattr(g, "run_bench_step", stand_in(g.FAILED))
-    from gpukit.__main__ import main
+    from booktools.__main__ import main
 
     status = main(["gpu-check", "--lessons", "01", "11", "--out", str(tmp_path / "run"), "--budget", "2000"])
     assert status == 1  # the bench failed
@@ -583,7 +583,7 @@ def test_the_bench_step_gives_the_search_a_budget_its_time_limit_holds(tmp_path)
     """The bench's achievable search (five precisions on the GPU and on the CPU) gets BENCH_SEARCH_S per precision
     in gpu-check, which with the size sweep's H100 time fits the step's limit; a search at its own default budgets
     (20 s and 30 s per precision) would not."""
-    from gpukit.commands.bench import search_for
+    from booktools.bench import search_for
     from gpukit.core.peaks import MATMUL_PRECISIONS
 
     sweep_s = 45.0  # the H100 node's bench before the search (ESTIMATES_S's comment)
@@ -606,7 +606,7 @@ def test_a_nine_minute_window_on_the_simulated_node_keeps_each_lesson_as_it_pass
     and write the lesson as run. Each lesson is in the kept run's manifest before the next starts; a lesson that
     fails is left out with why; the report's first lines say what was kept, what failed and what is left; and a
     second window starts with what the first left."""
-    from gpukit.__main__ import main
+    from booktools.__main__ import main
     from tests.support.gpu_node import gpu_node_env
 
     scale = 100

@@ -1,7 +1,7 @@
 """The GPU tests pass on a machine that has what a GPU node has: the CPU's proof of what gpu.yml runs on a GPU.
 
 The first H100 run failed 11 tests that had assumed the machine has no GPU, while every CPU run passed them. Here
-the GPU tests (gpukit.commands.gpu_check.GPU_TESTS, the one list that `make gpu-check` and so gpu.yml run) run in a
+the GPU tests (booktools.gpu_check.GPU_TESTS, the one list that `make gpu-check` and so gpu.yml run) run in a
 child
 pytest under tests/support/gpu_node: an nvidia-smi that answers as the H100 node's did, torch reporting its GPU and
 NCCL,
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from gpukit.commands.gpu_check import GPU_TESTS
+from booktools.gpu_check import GPU_TESTS
 from tests.support.booktoc import ROOT
 from tests.support.gpu_node import gpu_node_env
 

@@ -155,7 +155,7 @@ def elementwise_source(in_params: str, out_params: str, operation: str, name: st
             for p in ins + outs if not p.raw]
     params = ", ".join(_kernel_params(ins + outs) + ["CIndexer _ind"])
     loop_body = "\n".join("    " + line for line in [*body, operation + ";"])
-    return (f"// The kernel CuPy's ElementwiseKernel {name!r} becomes, in outline (gpukit.topics.cuda_sources).\n"
+    return (f"// The kernel CuPy's ElementwiseKernel {name!r} becomes, in outline (tests.support.cuda_sources).\n"
             f"{headers}{typedefs}{preamble}\n"
             f'extern "C" __global__ void {name}({params}) {{\n'
             f"  {loop_prep};\n"
@@ -193,7 +193,7 @@ def reduction_source(in_params: str, out_params: str, map_expr: str, reduce_expr
     outputs = "\n".join(f"      {p.ctype} &{p.name} = _raw_{p.name}[_out_ind.get()];" for p in outs if not p.raw)
     params = ", ".join(_kernel_params(ins + outs) + ["CIndexer _in_ind", "CIndexer _out_ind"])
     size = REDUCTION_BLOCK_SIZE
-    return (f"// The kernel CuPy's ReductionKernel {name!r} becomes, in outline (gpukit.topics.cuda_sources).\n"
+    return (f"// The kernel CuPy's ReductionKernel {name!r} becomes, in outline (tests.support.cuda_sources).\n"
             f"{headers}{typedefs}{preamble}\n"
             f"#define REDUCE(a, b) ({reduce_expr})\n"
             f"#define POST_MAP(a) ({post_map_expr})\n"

@@ -1,6 +1,6 @@
 """The benchmark suite's copies between host and device, run on the CPU with a stand-in CUDA GPU.
 
-The first H100 run read 1.1-1.4 GB/s device-to-host from ``python -m gpukit bench``: each timed call made a new
+The first H100 run read 1.1-1.4 GB/s device-to-host from ``python -m booktools bench``: each timed call made a new
 256 MiB host tensor (``x.to("cpu", copy=True)``), so the timing held the allocation and its page faults, not the
 bus. These tests run the suite's CUDA path here (``fake_cuda``: torch reports an H100, "cuda" tensors live on
 the CPU, pinned memory is a plain tensor that says it is pinned) and check that every timed copy writes into a
@@ -9,7 +9,7 @@ buffer allocated before the timing, from or into pageable and pinned host memory
 
 import pytest
 
-from gpukit.commands import bench
+from booktools import bench
 from gpukit.core import machine
 from gpukit.measuring.benchmark_records import BENCHMARKS, validate_record
 

@@ -1,4 +1,4 @@
-"""The book's benchmark suite: ``python -m gpukit bench`` measures every device of a machine and writes one file.
+"""The book's benchmark suite: ``python -m booktools bench`` measures every device of a machine and writes one file.
 
 On each device present (:func:`gpukit.available_devices`) it times, with :func:`gpukit.benchmark`:
 
@@ -50,14 +50,18 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import itertools
+import json
 import os
 import platform
+import re
 import sys
 import time
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
+from pathlib import Path
 
 from gpukit.base.errors import error_line
+from gpukit.base.machine_files import file_name
 from gpukit.base.paths import state_dir
 from gpukit.commands.doctor import library_version
 from gpukit.core import machine
@@ -67,9 +71,9 @@ from gpukit.core.timing import ImpossibleSpeed, benchmark
 from gpukit.measuring.benchmark_records import (
     BENCHMARKS,
     MATMUL_BENCHMARKS,
+    benchmark_folder,
     cuda_stack_of,
     validate_record,
-    write_benchmark_file,
 )
 from gpukit.measuring.ceilings import practical_ceiling
 from gpukit.measuring.progress import progress_bar
@@ -665,7 +669,7 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
     plans = {d: plan_for(d, quick) for d in devices}
     searches = {d: search_for(d, quick, search_seconds) for d in devices}
     total = sum(plan.steps(d) + len(MATMUL_PRECISIONS) * len(searches[d].shapes()) for d, plan in plans.items())
-    bar = progress_bar(total, "gpukit bench", file, enabled=progress)
+    bar = progress_bar(total, "booktools bench", file, enabled=progress)
     notes: list[str] = []
     results, device_entries = [], {}
     try:
@@ -687,7 +691,7 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
         "schema": "gpukit.benchmarks/1",
         "machine": machine or machine_description(devices),
         "date": _dt.date.today().isoformat(),
-        "command": command or "python -m gpukit bench" + (" --quick" if quick else ""),
+        "command": command or "python -m booktools bench" + (" --quick" if quick else ""),
         "mode": "quick" if quick else "full",
         "host": host_record(),
         "software": software_record(),
@@ -696,6 +700,27 @@ def run_suite(devices: list[str] | None = None, *, quick: bool = False, machine:
         "notes": notes,
     }
     return validate_record(record, "the new record")
+
+
+# ------------------------------------------------------------------------------------------ the file
+def default_file_name(record: dict) -> str:
+    """``<system>-<arch>-<device kinds>[-<first GPU>]-<date>``, e.g. ``linux-x86_64-cuda-h100-2026-05-01``."""
+    kinds = dict.fromkeys(entry["kind"] for entry in record["devices"].values())
+    gpu = next((entry["name"] for entry in record["devices"].values() if entry["kind"] == "cuda"), "")
+    gpu_model = re.sub(r"^cuda:\d+ \(|,.*$|\)$", "", gpu).replace("NVIDIA", "").strip()
+    parts = [platform.system(), platform.machine(), *kinds, gpu_model, record["date"]]
+    return file_name("-".join(part for part in parts if part))
+
+
+def write_benchmark_file(record: dict, folder: str | Path | None = None, name: str | None = None) -> Path:
+    """Check ``record`` and save it as ``<folder>/<name>.json`` (default: ``data/benchmarks/``, a name made of
+    the system, the device kinds, the first GPU's model and the date)."""
+    validate_record(record, "the new record")
+    folder = Path(folder) if folder is not None else benchmark_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{file_name(name) if name else default_file_name(record)}.json"
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 def summary(record: dict) -> str:
@@ -746,7 +771,7 @@ def summary(record: dict) -> str:
 
 # ------------------------------------------------------------------------------------------ command line
 def add_bench_command(commands) -> None:
-    """Add ``bench`` to ``python -m gpukit``'s subcommands."""
+    """Add ``bench`` to ``python -m booktools``'s subcommands."""
     parser = commands.add_parser(
         "bench", help="measure every device here and write data/benchmarks/<machine>-<date>.json")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (a few seconds)")
@@ -765,7 +790,7 @@ def add_bench_command(commands) -> None:
 def run_bench_command(args, argv: list[str] | None = None) -> int:
     """Run the suite, print a summary and write the file; returns the process's exit status."""
     shown = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m gpukit", *shown])
+    command = " ".join(["python -m booktools", *shown])
     try:
         record = run_suite(args.devices, quick=args.quick, machine=args.machine, command=command,
                            progress=not args.no_progress, search_seconds=args.search_seconds)

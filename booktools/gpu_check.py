@@ -1,18 +1,18 @@
-"""``make gpu-check`` (``python -m gpukit gpu-check``): the book's whole GPU run again, in one command, on the node
+"""``make gpu-check`` (``python -m booktools gpu-check``): the book's whole GPU run again, in one command, on the node
 it runs on. What an instructor runs on each kind of node the day before a workshop, what ``gpu.yml`` runs on the
 GPU runner, and what turns a GPU node held for a few minutes into lesson pages the book can publish.
 
 It runs in the Python that runs it (the book's ``.venv``, or a cluster's own environment, e.g. a module's torch)
 and reaches no network. Where that Python lacks the book's tools, ``--wheelhouse DIR`` (a folder ``make wheelhouse``
 filled where there is network) installs what it lacks into a private folder of the run
-(:mod:`gpukit.commands.node_packages`). In order:
+(:mod:`booktools.node_packages`). In order:
 
 1. the environment, in a child Python: versions, driver, CUDA, the device, the commit, and how the versions differ
    from the book's lock (:func:`gpukit.commands.doctor.version_drift`). Where the lessons would find no usable GPU, the
    preflight runs (its lines say why) and the command stops there: the first line of the report gives the reason;
 2. the steps, in the order the time budget goes to them (:func:`make_plan`): the GPU preflight (``python -m gpukit
    doctor --gpu``) and the lessons with no kept GPU run of their current code, then the GPU-relevant tests
-   (:data:`GPU_TESTS`) under pytest, then the benchmark (``python -m gpukit bench``), then the lessons already kept.
+   (:data:`GPU_TESTS`) under pytest, then the benchmark (``python -m booktools bench``), then the lessons already kept.
    Each lesson runs top to bottom with ``GPUKIT_REQUIRE_GPU=1`` and ``XLA_PYTHON_CLIENT_PREALLOCATE=false``; the
    lessons that publish speed measurements (notebook metadata ``"gpukit": {"run_alone": true}``) one at a time, the
    others several at once where the GPU's memory and the cores allow (:func:`lane_count`).
@@ -40,7 +40,6 @@ _ext/gpu_runs.py; data/gpu-runs/README.md says the rest).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -59,11 +58,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
-from gpukit.base.cuda_stacks import stack_for_cuda
+from booktools import node_packages
+from booktools.gpu_runs import (
+    GPU_RUNS,
+    MANIFEST,
+    RUN_SCHEMA,
+    GpuRun,
+    book_stderr_setting,
+    cell_source,
+    cuda_stack,
+    lesson_code_hash,
+    load_gpu_runs,
+    page_stderr,
+    read_or_empty,
+    runs_of_lesson,
+)
 from gpukit.base.errors import error_line
 from gpukit.base.machine_files import file_name
 from gpukit.base.paths import project_root
-from gpukit.commands import doctor, node_packages
+from gpukit.commands import doctor
 from gpukit.commands.preflight.runner import SIMULATION_VARIABLES
 from gpukit.core import device, machine
 from gpukit.core.stamp import notebook_stamp
@@ -71,7 +84,7 @@ from gpukit.measuring.progress import progress_bar
 from gpukit.measuring.threads import usable_cores
 
 # The GPU-relevant test files: what this command runs, what gpu.yml runs through it, and what a CPU run with a
-# simulated GPU node must pass. This tuple is the one list; `python -m gpukit gpu-check --list-tests` prints it.
+# simulated GPU node must pass. This tuple is the one list; `python -m booktools gpu-check --list-tests` prints it.
 GPU_TESTS = (
     "tests/unit/core/test_gpu_only.py",
     "tests/unit/core/test_memory.py",
@@ -370,13 +383,6 @@ def run_process(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], li
     return status, time.monotonic() - started
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _lines(text: str) -> list[str]:
     """The non-blank lines of ``text`` as a terminal would show them: colour codes removed, and of a line
     rewritten with carriage returns (a progress bar) only its last state."""
@@ -419,11 +425,12 @@ def run_preflight_step(step: Step, limit: float, ctx: Context) -> Result:
     log = ctx.folder / "logs" / "preflight"
     status, seconds = run_process([ctx.python, "-m", "gpukit", "doctor", "--gpu"], cwd=ctx.root, env=ctx.env,
                                   limit=limit, log=log)
-    output = _read(Path(f"{log}.out"))
+    output = read_or_empty(Path(f"{log}.out"))
     lines = _lines(output)
     verdict = next((line for line in reversed(lines) if line.startswith(("Passed", "FAILED"))), "")
+    stderr = [(None, line) for line in _lines(read_or_empty(Path(f"{log}.err")))]
     result = Result(step.kind, step.name, OK if status == 0 else FAILED, seconds, verdict,
-                    items=preflight_checks(output), stderr=[(None, line) for line in _lines(_read(Path(f"{log}.err")))])
+                    items=preflight_checks(output), stderr=stderr)
     if status is None:
         result.status, result.detail = TIMED_OUT, f"stopped at its time limit of {limit:.0f} s"
     elif status != 0 and not verdict:
@@ -440,7 +447,7 @@ _NOT_COMPARED = ("metadata", "traceback", "prompt_number", "output_type", "name"
 
 def sanitize_patterns(path: Path) -> list[tuple[str, str]]:
     """The regex/replace pairs of an nbval sanitize file (tests/support/nbval_sanitize.cfg), in order."""
-    return re.findall(r"^regex: (.*)$\n^replace: (.*)$", _read(path), flags=re.M)
+    return re.findall(r"^regex: (.*)$\n^replace: (.*)$", read_or_empty(path), flags=re.M)
 
 
 def _merged_streams(outputs: Sequence[Mapping]) -> list[dict]:
@@ -513,14 +520,10 @@ def output_difference(stored: Sequence[Mapping], ran: Sequence[Mapping],
     return None
 
 
-def _source(cell: Mapping) -> str:
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-
-
 def is_checked(cell: Mapping) -> bool:
     """Whether nbval (in its lax mode, as `make test` runs it) compares this cell's outputs with the stored ones."""
     tags = cell.get("metadata", {}).get("tags", [])
-    return (CHECKED_TAG in tags or CHECKED_MARKER in _source(cell)) and "nbval-skip" not in tags
+    return (CHECKED_TAG in tags or CHECKED_MARKER in cell_source(cell)) and "nbval-skip" not in tags
 
 
 def lesson_outcome(stored: Mapping, executed: Mapping, patterns: Sequence[tuple[str, str]] = ()) -> dict:
@@ -593,13 +596,13 @@ def run_lesson_step(step: Step, limit: float, ctx: Context) -> Result:
         pid = _json(state).get("kernel_pid")
         return [pid] if isinstance(pid, int) else []
 
-    code = "import sys; from gpukit.commands.gpu_check import lesson_child; sys.exit(lesson_child(sys.argv[1:]))"
+    code = "import sys; from booktools.gpu_check import lesson_child; sys.exit(lesson_child(sys.argv[1:]))"
     status, seconds = run_process([ctx.python, "-c", code, str(path), str(executed), str(state), f"{own_limit:.0f}"],
                                   cwd=ctx.root, env=ctx.env, limit=limit, log=log, also_stop=kernel)
     child = _json(state)
     result = Result(step.kind, step.name, OK, seconds,
                     files=[str(p.relative_to(ctx.folder)) for p in (lesson_path(executed), executed) if p.exists()])
-    result.stderr = [(None, line) for line in _lines(_read(Path(f"{log}.err")))]
+    result.stderr = [(None, line) for line in _lines(read_or_empty(Path(f"{log}.err")))]
     if not executed.exists():
         result.status = FAILED
         result.detail = child.get("stopped") or f"it did not run (exit status {status}); see logs/{log.name}.err"
@@ -748,7 +751,7 @@ def lesson_path(executed: Path) -> Path:
 
 def _book_timeout(notebook: Path) -> int:
     """The book's cell time limit (_config.yml's execute.timeout), 300 s where it cannot be read."""
-    text = _read(notebook.resolve().parents[1] / "_config.yml")
+    text = read_or_empty(notebook.resolve().parents[1] / "_config.yml")
     found = re.search(r"^execute:\s*\n(?:[ \t]+.*\n)*?[ \t]+timeout:\s*(\d+)", text, re.M)
     return int(found[1]) if found else 300
 
@@ -804,7 +807,7 @@ def run_tests_step(step: Step, limit: float, ctx: Context, files: Sequence[str])
     if status is None:
         result.status, result.detail = TIMED_OUT, f"stopped at its time limit of {limit:.0f} s; {result.detail}"
     elif status != 0 and not (counts["failed"] or counts["error"]):
-        tail = _lines(_read(Path(f"{log}.out")) + _read(Path(f"{log}.err")))
+        tail = _lines(read_or_empty(Path(f"{log}.out")) + read_or_empty(Path(f"{log}.err")))
         result.detail = f"pytest exit status {status}" + (f": {tail[-1]}" if tail else "")
     return result
 
@@ -813,13 +816,13 @@ def run_tests_step(step: Step, limit: float, ctx: Context, files: Sequence[str])
 def run_bench_step(step: Step, limit: float, ctx: Context) -> Result:
     folder = ctx.folder / "bench"
     log = ctx.folder / "logs" / "bench"
-    status, seconds = run_process([ctx.python, "-m", "gpukit", "bench", "--folder", str(folder), "--no-progress",
+    status, seconds = run_process([ctx.python, "-m", "booktools", "bench", "--folder", str(folder), "--no-progress",
                                    "--search-seconds", f"{BENCH_SEARCH_S:g}"], cwd=ctx.root, env=ctx.env, limit=limit,
                                   log=log)
     files = sorted(str(p.relative_to(ctx.folder)) for p in folder.glob("*.json"))
     result = Result(step.kind, step.name, OK if status == 0 and files else FAILED, seconds, files=files,
-                    items=[Item(line, "") for line in _lines(_read(Path(f"{log}.out")))])
-    result.stderr = [(None, line) for line in _lines(_read(Path(f"{log}.err")))]
+                    items=[Item(line, "") for line in _lines(read_or_empty(Path(f"{log}.out")))])
+    result.stderr = [(None, line) for line in _lines(read_or_empty(Path(f"{log}.err")))]
     if status is None:
         result.status, result.detail = TIMED_OUT, f"stopped at its time limit of {limit:.0f} s"
     elif status != 0:
@@ -954,16 +957,16 @@ def git_commit(root: Path) -> str:
 
 
 def probe_environment(ctx: Context, limit: float) -> dict:
-    code = ("import json, sys; from gpukit.commands.gpu_check import environment_facts; "
+    code = ("import json, sys; from booktools.gpu_check import environment_facts; "
             "print('GPUKIT-ENVIRONMENT ' + json.dumps(environment_facts()))")
     log = ctx.folder / "logs" / "environment"
     status, seconds = run_process([ctx.python, "-c", code], cwd=ctx.root, env=ctx.env, limit=limit, log=log)
-    out = _read(Path(f"{log}.out"))
+    out = read_or_empty(Path(f"{log}.out"))
     found = re.search(r"^GPUKIT-ENVIRONMENT (.*)$", out, re.M)
     if found:
         facts = json.loads(found[1])
     else:
-        err = _lines(_read(Path(f"{log}.err")))
+        err = _lines(read_or_empty(Path(f"{log}.err")))
         why = ("stopped at its time limit" if status is None else
                f"exit status {status}" + (f": {err[-1]}" if err else ""))
         facts = {"usable_gpu": False, "why_not": f"the environment probe failed ({why})", "device": "unknown"}
@@ -1011,155 +1014,7 @@ def no_gpu_reason(facts: Mapping, preflight: Result) -> str:
     return f"no usable GPU here ({why}), so nothing ran on a GPU"
 
 
-# ------------------------------------------------------------------------------------------ GPU runs kept
-# A GPU run: the lessons one run of this command executed on a GPU, kept with their outputs and a manifest, one
-# folder per run under data/gpu-runs/ (`--save-run`). `make book` (scripts/execute_notebooks.py) builds a lesson's
-# page from the newest kept run whose code hash is the lesson's own (:func:`lesson_code_hash`); the page's note
-# (_ext/gpu_runs.py) says whose run it shows.
-GPU_RUNS = Path("data") / "gpu-runs"
-MANIFEST = "manifest.json"
-RUN_SCHEMA = "gpukit.gpu-run/1"
-# The setup cell (scripts/setup_cell.py) is generated from _config.yml's repository, removed from the page, and
-# makes gpukit importable: it is left out of the code hash, so that a fork pointing the book at its own repository
-# keeps the runs it inherited.
-SETUP_TAG = "setup-gpukit"
-# How myst-nb treats a cell's stderr (its nb_output_stderr, or the cell's "mystnb": {"output_stderr": ...}): only
-# these let a page with stderr build under -W; the book's own setting is "warn", which fails the build.
-STDERR_ALLOWED = ("show", "remove")
-# The libraries a GPU run's note names, in this order, with the names readers know them by.
-NOTED_LIBRARIES = {"torch": "PyTorch", "jax": "JAX", "cupy-cuda13x": "CuPy", "cupy-cuda12x": "CuPy",
-                   "numba-cuda": "numba-cuda", "triton": "Triton", "numpy": "NumPy"}
-
-
-def _code_cells(notebook: Mapping) -> list[Mapping]:
-    """The code cells that make the lesson's code: every code cell but the generated setup cell."""
-    return [cell for cell in notebook["cells"] if cell.get("cell_type") == "code"
-            and SETUP_TAG not in cell.get("metadata", {}).get("tags", [])]
-
-
-def lesson_code_hash(notebook: Mapping) -> str:
-    """``sha256:<hex>`` over the sources of the lesson's code cells, in order (:data:`SETUP_TAG`'s cell left out).
-
-    It changes exactly when a code cell's source changes, or a code cell is added, removed or moved; not with
-    the prose, outputs, execution counts, cell ids or metadata (tags included). It does not cover gpukit or the
-    libraries: the lessons' outputs can change with them while the lesson's code stands still, and the manifest
-    records the commit and every version for that reason. They are left out because a GPU run cannot be made
-    again on the CPU: were every change to gpukit (nearly every commit touches it) to retire the kept runs, the
-    book would show none. gpukit's behaviour is held by its tests, the CPU runs of every lesson, and gpu-check."""
-    sources = [_source(cell) for cell in _code_cells(notebook)]
-    return "sha256:" + hashlib.sha256(json.dumps(sources, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class GpuRun:
-    """A kept GPU run: its folder (``data/gpu-runs/<name>``) and its manifest (``manifest.json``)."""
-
-    folder: Path
-    manifest: dict
-
-    @property
-    def name(self) -> str:
-        return self.folder.name
-
-    @property
-    def date(self) -> str:
-        return str(self.manifest.get("date", ""))
-
-    @property
-    def lessons(self) -> dict[str, dict]:
-        return self.manifest.get("lessons", {})
-
-    def notebook(self, lesson: str) -> Path:
-        """The executed lesson ``lesson`` (a name such as "04-pytorch-gpu") of this run."""
-        return self.folder / self.lessons[lesson]["notebook"]
-
-    def versions(self) -> str:
-        """The libraries that made its outputs, e.g. "PyTorch 2.11.0+cu130, JAX 0.11.2, NumPy 2.5.2"."""
-        found = self.manifest.get("versions") or {}
-        return ", ".join(f"{label} {found[name]}" for name, label in NOTED_LIBRARIES.items() if found.get(name))
-
-
-def load_gpu_runs(root: Path, parent: Path | None = None) -> list[GpuRun]:
-    """The GPU runs kept under ``root``/data/gpu-runs (or ``parent``), newest first (by date, time, folder name). A
-    folder there without a readable manifest, or a manifest naming a notebook it lacks, is an error: a committed run
-    never disappears from the book in silence."""
-    parent = Path(parent) if parent is not None else Path(root) / GPU_RUNS
-    runs = []
-    for folder in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
-        manifest_file = folder / MANIFEST
-        try:
-            manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"{folder} is not a GPU run: its {MANIFEST} cannot be read ({error})") from None
-        if manifest.get("schema") != RUN_SCHEMA:
-            raise ValueError(f"{manifest_file}: schema {manifest.get('schema')!r}, not {RUN_SCHEMA!r}")
-        run = GpuRun(folder, manifest)
-        missing = [name for name in run.lessons if not run.notebook(name).is_file()]
-        if missing:
-            raise ValueError(f"{manifest_file} lists lessons whose notebooks are not in the folder: {missing}")
-        runs.append(run)
-    return sorted(runs, key=lambda run: (run.date, str(run.manifest.get("time", "")), run.name), reverse=True)
-
-
-def runs_of_lesson(runs: Sequence[GpuRun], lesson: str, code_hash: str) -> tuple[GpuRun | None, GpuRun | None]:
-    """(current, out of date) for the lesson named ``lesson`` whose code hash is now ``code_hash``: the newest run
-    of ``runs`` (newest first) that ran this very code, else None; and, where none did, the newest run of the
-    lesson's older code, else None."""
-    having = [run for run in runs if lesson in run.lessons]
-    current = next((run for run in having if run.lessons[lesson].get("code_hash") == code_hash), None)
-    return current, (None if current else next(iter(having), None))
-
-
-def with_run_outputs(lesson: Mapping, executed: Mapping):
-    """The lesson ``lesson`` as it is now (prose, metadata, tags), each code cell with the outputs and count of
-    the same cell in ``executed``, a run of the same code (equal :func:`lesson_code_hash`); the setup cell gets
-    the run's where it has one. What the build's cache holds for a page built from a GPU run."""
-    import copy
-
-    import nbformat
-
-    merged = nbformat.from_dict(copy.deepcopy(dict(lesson)))
-    ran, now = _code_cells(executed), _code_cells(merged)
-    if [_source(c) for c in ran] != [_source(c) for c in now]:
-        raise ValueError("the run's code cells are not the lesson's: their code hashes differ")
-    setups = [c for c in executed["cells"] if c.get("cell_type") == "code" and not any(c is r for r in ran)]
-    pairs = list(zip(ran, now, strict=True))
-    pairs += [(setups[0] if setups else {}, c) for c in merged.cells
-              if c.cell_type == "code" and not any(c is n for n in now)]
-    for before, cell in pairs:
-        cell.outputs = nbformat.from_dict(copy.deepcopy(list(before.get("outputs", []))))
-        cell.execution_count = before.get("execution_count")
-    return merged
-
-
-def book_stderr_setting(root: Path) -> str:
-    """The book's nb_output_stderr (_config.yml), "warn" where it is not set."""
-    found = re.search(r"^\s*nb_output_stderr:\s*['\"]?([\w-]+)", _read(Path(root) / "_config.yml"), re.M)
-    return found[1] if found else "warn"
-
-
-def page_stderr(notebook: Mapping, default: str = "warn") -> list[int]:
-    """The indices of the code cells whose stderr would stop the book's build (-W) on this notebook's page."""
-    cells = []
-    for index, cell in enumerate(notebook["cells"]):
-        metadata = cell.get("metadata", {})
-        setting = metadata.get("mystnb", {}).get("output_stderr", default)
-        if "remove-stderr" in metadata.get("tags", []) or setting in STDERR_ALLOWED:
-            continue
-        if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in cell.get("outputs", [])):
-            cells.append(index)
-    return cells
-
-
-def cuda_stack(facts: Mapping) -> str | None:
-    """Which of the book's CUDA stacks made a run: "cuda13" or "cuda12", from the CUDA torch was built for
-    (``torch.version.cuda``); None for a torch without CUDA (Apple's GPU)."""
-    version = str(facts.get("torch_cuda") or "")
-    found = re.match(r"(\d+)", version)
-    stack = stack_for_cuda(int(found[1])) if found else None
-    return stack.extra if stack else (f"cuda{found[1]}" if found else None)
-
-
+# ------------------------------------------------------------------------------------------ keeping GPU runs
 class Keeper:
     """Keeps each lesson of a run as a GPU run as soon as it passes (``--save-run``): the first lesson kept makes
     the run's folder under ``parent`` (``<date>-<device>-<stack>``), and every lesson kept after it rewrites the
@@ -1226,7 +1081,8 @@ class Keeper:
     def _write(self, verdict: str) -> None:
         facts = self.facts
         manifest = {
-            "schema": RUN_SCHEMA, "made_by": "make gpu-check GPU_CHECK_FLAGS=--save-run (python -m gpukit gpu-check)",
+            "schema": RUN_SCHEMA,
+            "made_by": "make gpu-check GPU_CHECK_FLAGS=--save-run (python -m booktools gpu-check)",
             "date": time.strftime("%Y-%m-%d", self.when), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", self.when),
             "commit": facts.get("commit"), "device": facts.get("device"), "gpu_name": facts.get("gpu_name"),
             "gpu_memory_gib": facts.get("gpu_memory_gib"), "compute_capability": facts.get("compute_capability"),
@@ -1412,7 +1268,7 @@ def report_markdown(run: Run) -> str:
                 out.append(f"| {_cell(item.name)} | {item.status} | {item.seconds or 0:.2f} | {_cell(item.detail)} |")
             out.append("")
         if r.kind == "bench":
-            out += ["## Bench (`python -m gpukit bench`)", "", f"{r.status}: {_cell(r.detail)}", ""]
+            out += ["## Bench (`python -m booktools bench`)", "", f"{r.status}: {_cell(r.detail)}", ""]
             if r.items:
                 out += [*_fenced([i.name for i in r.items]), ""]
             if r.stderr:
@@ -1458,7 +1314,7 @@ def lessons_in(root: Path, chosen: Sequence[str] | None = None) -> list[Path]:
 
 
 def add_gpu_check_command(commands) -> None:
-    """Add ``gpu-check`` to ``python -m gpukit``'s subcommands."""
+    """Add ``gpu-check`` to ``python -m booktools``'s subcommands."""
     parser = commands.add_parser(
         "gpu-check", help="the whole GPU run again: preflight, every lesson, the GPU tests and the bench, into "
                           "one folder with a report; exits non-zero on any failure",

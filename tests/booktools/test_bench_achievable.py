@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpukit.commands import bench
+from booktools import bench
 from gpukit.core import machine, timing
 from gpukit.core.peaks import MATMUL_PRECISIONS
 from gpukit.measuring.benchmark_records import (
