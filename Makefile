@@ -64,7 +64,7 @@ endif
 TEST_SELECTION := $(if $(LESSON),--lesson $(LESSON) $(LESSON_NOTEBOOK) tests/lessons/test_thin_kernel.py tests/exercises \
 	tests/book/test_site.py tests/book/test_jupyterhub.py)
 
-.PHONY: setup state-dirs book serve lab lessons test check lint bench gpu-check wheelhouse clean help
+.PHONY: setup state-dirs book serve lab lessons test check lint bench gpu-check wheelhouse lesson clean help
 
 help:
 	@echo "make book   - set up .venv and build the book into _build/html"
@@ -79,6 +79,7 @@ help:
 	@echo "make setup  - install missing system packages (scripts/system-packages.sh), then set up .venv"
 	@echo "make lessons GPU=cuda13 - the lessons' environment with a CUDA stack, nothing only the tests need (no root)"
 	@echo "GPU=cuda13 or GPU=cuda12 after any of them adds that CUDA stack (python -m gpukit doctor --gpu says which)"
+	@echo "make lesson NN=18 NAME=sparse-matrices - a new lesson's notebook, page, exercise, cases, notes and schedule row"
 	@echo "make bench  - time the pipeline (clean build, cached rebuild, one-notebook rebuild, tests), phase by phase"
 	@echo "make gpu-check - on a GPU node: the preflight, the lessons with no kept GPU run first, the GPU tests and the"
 	@echo "             bench, within a budget (9 minutes); report in _build/gpu-check/<date>-<device>/"
@@ -166,6 +167,13 @@ test: lint state-dirs $(CACHE_MATCHES)
 # The contributor's quick loop: no lesson executed, no server started, so no execution cache to keep current.
 check: lint state-dirs
 	$(BIN)/python -m pytest --quick tests
+
+# A new lesson's files, each following the book's conventions, so that `make test LESSON=NN` passes at once
+# (scripts/new_lesson.py says what it writes and what is left for the author).
+lesson: setup
+	@if [ -z "$(NN)" ] || [ -z "$(NAME)" ]; then \
+		echo "usage: make lesson NN=18 NAME=sparse-matrices [TITLE=\"Sparse matrices on the GPU\"]" >&2; exit 2; fi
+	$(BIN)/python scripts/new_lesson.py "$(NN)" "$(NAME)" $(if $(TITLE),--title "$(TITLE)")
 
 bench: setup
 	$(BIN)/python scripts/benchmark_pipeline.py

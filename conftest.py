@@ -206,6 +206,8 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
     "tests/book/test_gpu_runs.py::test_a_run_made_by_make_gpu_check_is_what_the_page_shows_until_the_"
     "lessons_code_changes":
         "lesson: 32 core-seconds, make gpu-check runs a lesson, then the book is built",
+    "tests/book/test_new_lesson.py":
+        "lesson: about 60 core-seconds, a new lesson's tests (its notebook under nbval) in a child pytest",
     "tests/exercises/test_performance_toolkit.py":
         "slow: 6 core-seconds, lesson 16's kernel checks on the simulator with a toolkit library hidden",
     "tests/lessons/test_performance_tools.py::test_an_nvcc_that_does_not_finish_is_stopped_and_there_is_no_program":
