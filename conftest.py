@@ -140,17 +140,22 @@ def pytest_sessionstart(session):
 
 def pytest_terminal_summary(terminalreporter, config):
     """The lessons' counts, when this run wrote them (tests/book/test_lesson_counts.py: gpukit names, exercises;
-    tests/book/test_readability.py: paragraphs); and what --lesson left out, and why."""
+    tests/book/test_readability.py: paragraphs; tests/exercises/test_planted_device_mistakes.py: the planted
+    device mistakes); and what --lesson left out, and why."""
     for note in LESSON_NOTES:
         terminalreporter.write_line(note, yellow=True)
     table = Path(__file__).parent / "_build" / "lesson-counts.md"
     if table.is_file() and table.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
         terminalreporter.write_sep("-", "what the lessons ask of a learner (tests/book/test_lesson_counts.py)")
         terminalreporter.write_line(table.read_text(encoding="utf-8"))
-    lengths = Path(__file__).parent / "_build" / "paragraph-lengths.md"
-    if lengths.is_file() and lengths.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
-        terminalreporter.write_sep("-", "each lesson's longest paragraph, in words (tests/book/test_readability.py)")
-        terminalreporter.write_line(lengths.read_text(encoding="utf-8"))
+    for name, title in (("paragraph-lengths.md", "each lesson's longest paragraph, in words "
+                                                 "(tests/book/test_readability.py)"),
+                        ("planted-mistakes.md", "the planted device mistakes each check rejects "
+                                                "(tests/exercises/test_planted_device_mistakes.py)")):
+        table = Path(__file__).parent / "_build" / name
+        if table.is_file() and table.stat().st_mtime >= config.stash.get(SESSION_START, float("inf")):
+            terminalreporter.write_sep("-", title)
+            terminalreporter.write_line(table.read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------------------------------------------------------

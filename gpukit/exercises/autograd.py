@@ -3,7 +3,9 @@
 - ``ex-autograd-grad-by-hand``: a gradient worked out on paper, entered as a tensor;
 - ``ex-autograd-forces``: forces as minus the gradient of an energy, computed with autograd on the lesson's
   device. The check calls the learner's function twice with the same positions: gradients that accumulate in
-  ``.grad`` (the lesson's first habit) make the second answer differ from the first;
+  ``.grad`` (the lesson's first habit) make the second answer differ from the first. It then runs the function on
+  positions on PyTorch's ``meta`` device, where positions moved to the host, or a tensor made there, fail as they
+  would on a GPU (:mod:`._on_meta`);
 - ``ex-autograd-tanh-backward``: the backward of a custom ``torch.autograd.Function``. The check runs it on the
   lesson's device in ``float32`` against autograd's own gradient of ``torch.tanh``, with an incoming gradient
   that is not all ones; on PyTorch's ``meta`` device, where a tensor the backward makes on the host fails as it
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from gpukit.base.errors import first_line
 
+from ._on_meta import host_use_on_meta
 from ._predicting import Work, function_exercise
 from .checking import Exercise, compare, register
 from .checking import keep_output as _kept
@@ -106,6 +109,11 @@ def _forces_by_autograd(answer, device) -> str | None:
     if positions.requires_grad or positions.grad is not None:
         return ("your function changed the caller's positions (set requires_grad or filled .grad): work on a copy, "
                 "x = positions.detach().requires_grad_().")
+    on_the_host = host_use_on_meta(lambda: answer(torch.empty(12, 3, device="meta")))
+    if on_the_host:
+        return (f"on positions on PyTorch's meta device (no values; it stands for a GPU) your function {on_the_host}: "
+                "it moves the positions to the host or makes a tensor there. Make every tensor where the positions "
+                "are (device=positions.device), and leave the forces there.")
     _kept(answer, first.detach())
     return None
 

@@ -10,7 +10,9 @@ GPU, which do not make the host wait; the host's clock on the CPU, where a produ
 returns), and compares the learner's fraction with the one the median of its own timings gives: the same
 products at the same moment, so the two agree closely when the learner's timing is right. A clock stopped
 before the device finished gives a fraction several times too large; n^3 instead of 2 n^3 FLOPs, or a timing of
-several products, one too small.
+several products, one too small. Where the lesson's device is the CPU, it also notes the tensors that a factory
+(``torch.randn``, ``torch.zeros``...) made without ``device=`` and that nothing moved since: multiplied, they are
+matrices that on a GPU machine stay on the CPU, though on a CPU-only run they are on the lesson's device by chance.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import weakref
 from numbers import Real
 
 from gpukit.base.errors import error_line
@@ -29,6 +32,10 @@ from .checking import Exercise, register
 # ------------------------------------------------------------------------------------------- fraction of peak
 _PRODUCTS = {"TensorBase.__matmul__", "TensorBase.__rmatmul__", "TensorBase.matmul", "TensorBase.mm", "matmul",
              "mm", "_VariableFunctionsClass.matmul", "_VariableFunctionsClass.mm"}
+# Tensor factories that take device=, and the methods that move a tensor to a device (after which it is where the
+# learner put it).
+_FACTORIES = {"randn", "rand", "randint", "empty", "zeros", "ones", "full", "arange", "linspace", "eye", "tensor"}
+_MOVES = {"to", "cuda"}
 FRACTION_RTOL = 0.4  # the learner's fraction may differ from the check's by 40 %; n^3 FLOPs is off by 50 %
 
 
@@ -53,13 +60,30 @@ def _run_timing_each_product(answer, n: int, device: str):
 
     on_cuda = device.startswith("cuda")
     products = []  # (operands, start, end): events on CUDA, clock readings elsewhere
+    # The tensors a factory made without device= and nothing moved since: on the CPU they are on the lesson's device
+    # by chance, on a GPU machine they stay on the CPU. By id, with a weak reference to tell a reused id apart.
+    where_made: dict[int, weakref.ref] = {}
+    on_the_host = torch.device(device).type == "cpu"  # elsewhere, the device comparison shows them
+
+    def made_without_device(tensor) -> bool:
+        ref = where_made.get(id(tensor))
+        return ref is not None and ref() is tensor
 
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _name(func) not in _PRODUCTS:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                short = _name(func).rsplit(".", 1)[-1]
+                if short in _FACTORIES and "device" not in kwargs and isinstance(out, torch.Tensor):
+                    where_made[id(out)] = weakref.ref(out)
+                elif short in _MOVES and isinstance(out, torch.Tensor):
+                    where_made.pop(id(out), None)
+                return out
             operands = [a for a in args if isinstance(a, torch.Tensor)]
+            if on_the_host and any(made_without_device(o) for o in operands):
+                products.append(("made without device=", 0.0, 0.0))
+                return func(*args, **kwargs)
             if on_cuda:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -78,6 +102,8 @@ def _run_timing_each_product(answer, n: int, device: str):
 
     with Mode():
         fraction = answer(n)
+    if any(operands == "made without device=" for operands, _, _ in products):
+        return fraction, None
     if on_cuda:
         torch.cuda.synchronize(device)
         seconds = [start.elapsed_time(end) / 1e3 for _, start, end in products]
@@ -102,6 +128,10 @@ def _times_the_product_correctly(answer) -> str | None:
         fraction, products = _run_timing_each_product(answer, n, device)
     except Exception as error:  # the reader's code: report whatever it raised
         return f"matmul_fraction({n}) raised {error_line(error)}"
+    if products is None:
+        return (f"your matrices were made without device= (torch.randn(n, n)): here they are on the lesson's "
+                f"{device} by chance, but on a GPU machine they stay on the CPU, which then does the product and is "
+                "measured against the GPU's peak. Create them on the device (device=device).")
     if fraction is None:
         return f"matmul_fraction({n}) returned None: return the fraction of the peak that the product reached."
     square = [(operands, s) for operands, s in products

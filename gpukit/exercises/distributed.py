@@ -8,7 +8,9 @@ network namespace where Linux allows one, a timeout that stops every process):
 - ``ex-dist-allreduce-by-hand``: the learner's function (its source, read with :mod:`inspect`) goes into a worker
   script that runs it on every rank of a group of :data:`HAND_WORLD_SIZE` processes (NCCL on one GPU per process
   where there are enough CUDA GPUs, else gloo on CPU processes) and reports what each rank's tensor holds, next to
-  what ``dist.all_reduce`` gives;
+  what ``dist.all_reduce`` gives. Every send and receive refuses a tensor that is not where ``t`` is, or that a
+  factory made without ``device=`` (and nothing moved since): such a buffer is on the CPU, where ``t`` is on CPU
+  ranks by chance, and NCCL refuses it on GPU ranks;
 - ``ex-dist-ddp-script``: the learner's script runs on :data:`DDP_WORLD_SIZE` CPU processes over gloo, and rank 0's
   parameter checksum is compared with one process trained on the whole data set with batches of N x BATCH, which
   is what DDP over N ranks with a DistributedSampler computes. The classic mistakes give other checksums that the
@@ -113,9 +115,13 @@ import datetime
 import json
 import os
 import sys
+import weakref
 
 import torch
 import torch.distributed as dist
+from torch.overrides import TorchFunctionMode
+
+FACTORIES = {{"empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "tensor"}}
 
 {source}
 
@@ -130,7 +136,35 @@ if __name__ == "__main__":
     own = t.clone()
     reference = t.clone()
     dist.all_reduce(reference)
-    returned = {name}(t)
+    # A tensor a factory made without device= (and nothing moved since) is on the CPU: where t is on CPU ranks, by
+    # chance, but not on GPU ranks, where NCCL refuses it. Every send and receive refuses it at once, on any rank,
+    # rather than leaving the other ranks to wait for it.
+    made_without_device = {{}}
+
+    class Factories(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {{}}
+            out = func(*args, **kwargs)
+            short = getattr(func, "__name__", "")
+            if short in FACTORIES and "device" not in kwargs and torch.is_tensor(out):
+                made_without_device[id(out)] = weakref.ref(out)
+            elif short in ("to", "cuda") and torch.is_tensor(out):
+                made_without_device.pop(id(out), None)
+            return out
+
+    def where_t_is(send_or_recv):
+        def checked(tensor, *args, **kwargs):
+            made = made_without_device.get(id(tensor))
+            if tensor.device != t.device or (made is not None and made() is tensor):
+                raise RuntimeError(f"dist.{{send_or_recv.__name__}} was given a tensor on {{tensor.device.type}} "
+                                   f"(t is on {{t.device.type}}): made without device=")
+            return send_or_recv(tensor, *args, **kwargs)
+        return checked
+
+    for message in ("send", "recv", "isend", "irecv"):
+        setattr(dist, message, where_t_is(getattr(dist, message)))
+    with Factories():
+        returned = {name}(t)
     new = torch.is_tensor(returned) and returned.data_ptr() != t.data_ptr()
     print(json.dumps({{"t": t.tolist(), "own": own.tolist(), "reference": reference.tolist(),
                       "returned a new tensor": bool(new), "device": t.device.type}}), flush=True)
@@ -173,6 +207,10 @@ def _hand_records(source: str, name: str) -> tuple[list[dict] | None, str | None
         if "NameError" in error:
             why += (": the check runs the function alone in a script that imports torch and torch.distributed as "
                     "dist, so define every other name it uses inside it.")
+        elif "made without device=" in error:
+            why += (": a tensor made without device= is on the CPU, not on the rank's GPU where t is (on CPU ranks "
+                    "it is where t is by chance, which the check does not count on). Make each buffer where t is "
+                    "(device=t.device)")
         elif "imeout" in error or "timed out" in error:
             why += (": a rank waited for a message that no rank sent. Every send needs a matching recv on the "
                     "other rank.")

@@ -43,6 +43,24 @@ def _counts_the_bytes_of_any_tensor(answer) -> str | None:
         if got != tensor.numel() * tensor.element_size():
             return (f"for {what} your function returned {got:,} bytes, which is not its size: count every element "
                     "(all dimensions) and the bytes each element of its dtype takes.")
+    return _needs_no_values(answer)
+
+
+def _needs_no_values(answer) -> str | None:
+    """What goes wrong when the tensor is on a GPU: there ``.numpy()`` raises and ``.cpu()`` copies the whole batch
+    to the host, on the CPU both work. PyTorch's ``meta`` device (a shape and a dtype, no values) stands in for the
+    GPU: a size worked out from the shape and the dtype alone works there, one that reads the values does not."""
+    import torch
+
+    batch = torch.empty(BATCH_SHAPE, dtype=torch.float16, device="meta")
+    try:
+        answer(batch)
+    except Exception as error:  # the reader's code: any error is the answer to report
+        raised = error_line(error).split(". ")[0].rstrip(" .!:")
+        return (f"for the batch on a device other than the CPU (PyTorch's meta device, which has no values, stands "
+                f"in for a GPU) your function raised {raised}: it reads the tensor's values on the host (.numpy(), "
+                ".cpu(), .tolist()), which fails or copies the whole batch off the GPU. The size needs only the "
+                "shape and the dtype.")
     return None
 
 

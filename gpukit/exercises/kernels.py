@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 import numpy as np
 
 from gpukit.base.errors import error_line, first_line
@@ -53,10 +57,47 @@ def _launch_numba_saxpy(kernel):
     return out[:KERNEL_N], bool((out[KERNEL_N:] != _SENTINEL).any())
 
 
+def _whole_array_code(kernel) -> str | None:
+    """The first line of ``kernel`` (``saxpy(a, x, y, out)``) that works on whole arrays, as NumPy code for the host
+    does: a slice of an array (``out[:] = ...``), arithmetic with an array itself (``a * x``), or an augmented
+    assignment to one (``out += y``). Numba's simulator runs such a line in every thread, NumPy doing the work, and
+    the values come out right; on a GPU, Numba compiles no arithmetic that makes a new array inside a kernel, and a
+    kernel's thread does one item. None where the source cannot be read."""
+    function = getattr(kernel, "py_func", None)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)), None)
+    if definition is None:
+        return None
+    arrays = {argument.arg for argument in definition.args.args[1:]}
+
+    def whole(node) -> bool:
+        return isinstance(node, ast.Name) and node.id in arrays
+
+    for node in ast.walk(definition):
+        sliced = (isinstance(node, ast.Subscript) and whole(node.value)
+                  and (isinstance(node.slice, ast.Slice)
+                       or (isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis)))
+        arithmetic = ((isinstance(node, ast.BinOp) and (whole(node.left) or whole(node.right)))
+                      or (isinstance(node, ast.UnaryOp) and whole(node.operand))
+                      or (isinstance(node, ast.AugAssign) and whole(node.target)))
+        if sliced or arithmetic:
+            return ast.get_source_segment(textwrap.dedent(inspect.getsource(function)), node) or ast.unparse(node)
+    return None
+
+
 def _is_a_guarded_numba_saxpy(answer) -> str | None:
     if not is_numba_cuda_kernel(answer):
         return (f"expected a Numba CUDA kernel (a function decorated with @cuda.jit), got "
                 f"{type(answer).__name__}: pass the kernel itself, not its result.")
+    whole = _whole_array_code(answer)
+    if whole:
+        return (f"your kernel works on whole arrays ({whole}): that is NumPy code for the host. Every thread would "
+                "do all the items (the simulator lets NumPy do it), and on a GPU Numba cannot compile arithmetic "
+                "that makes a new array inside a kernel. Give each thread one item: its index i from cuda.grid(1), "
+                "then out[i] from x[i] and y[i].")
     if numba_simulating() is False:
         if not cuda_available():
             return use_cuda_simulator()
@@ -110,6 +151,31 @@ def _launch_triton_relu(kernel):
     return out_buffer[:n], bool((out_buffer[n:] != _SENTINEL).any())
 
 
+# Libraries whose functions run on the host, never inside a Triton kernel.
+_HOST_LIBRARIES = ("numpy", "torch", "math", "cupy", "jax", "scipy")
+
+
+def _host_library_calls(kernel) -> str | None:
+    """The first call in ``kernel``'s source of a function of a host library (``np.maximum(x, 0.0)``), found
+    through the names of the kernel's module (so that any alias counts), or None."""
+    function = getattr(kernel, "fn", None)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    names = getattr(function, "__globals__", {})
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        root = node.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        module = getattr(names.get(root.id), "__name__", "") if isinstance(root, ast.Name) else ""
+        if isinstance(names.get(getattr(root, "id", None)), type(ast)) and module.split(".")[0] in _HOST_LIBRARIES:
+            return ast.unparse(node.func)
+    return None
+
+
 def _is_a_masked_triton_relu(answer) -> str | None:
     if type(answer).__name__ not in ("JITFunction", "InterpretedFunction"):
         return (f"expected a Triton kernel (a function decorated with @triton.jit), got {type(answer).__name__}: "
@@ -121,6 +187,11 @@ def _is_a_masked_triton_relu(answer) -> str | None:
     if gpu and triton_interpreting(answer):
         return ("your kernel was made for Triton's CPU interpreter (TRITON_INTERPRET=1) on a machine with a "
                 "GPU: unset TRITON_INTERPRET and define the kernel again.")
+    host = _host_library_calls(answer)
+    if host:
+        return (f"your kernel calls {host}, a function that runs on the host: inside a Triton kernel only Triton's "
+                "own operations (tl.load, tl.maximum, tl.where, tl.store...) run on the device. The interpreter "
+                "may run it all the same, wrongly; on a GPU Triton cannot compile it.")
     try:
         out, overflow = _launch_triton_relu(answer)
     except Exception as error:  # the reader's kernel: any error is the answer to report

@@ -10,7 +10,8 @@ passed by name), never with the reader's random stream:
   of millions, far above float16's largest value (65504); scaled by powers of two, every step is exact, so the
   result must equal the float64 product. The check watches the matrix products that PyTorch dispatches (after
   autocast, so ``torch.autocast`` with float16 counts as float16) and rejects a product made in another dtype;
-  a result holding ``inf`` is an overflow;
+  a result holding ``inf`` is an overflow; last, it runs the function on matrices on PyTorch's ``meta`` device,
+  where scales read on the host (``.item()``), which on a GPU wait for it, fail (:mod:`._on_meta`);
 - ``ex-prec-autocast-step``: ``autocast_step(model, optimiser, x, y)``, one training step whose forward pass and
   loss run under ``torch.autocast`` with bfloat16 and whose backward pass and optimiser step run after it. The
   check trains a small model of its own for a few steps with it and watches: the output dtype of every
@@ -30,7 +31,8 @@ passed by name), never with the reader's random stream:
   as the values: each row's largest magnitude divided by its scale must land in (224, 448], the top octave of
   e4m3 (above 448 the cast saturates; below 224 the scale wastes range, and the smallest values lose digits or
   fall to zero); then each row read back must lie within 7 % of the row (3 mantissa bits keep each value within
-  2**-4, 6.25 %);
+  2**-4, 6.25 %); last, it runs the function on a matrix on PyTorch's ``meta`` device, where scales made on the
+  host (a loop over rows with ``.item()``) fail as they would on a GPU (:mod:`._on_meta`);
 - ``ex-prec-predict-bf16``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the ``size`` x ``size``
   bfloat16 product, written before the formats are timed; tried on a compute-bound and a memory-bound device and
   on the run's own where gpukit knows its bfloat16 peak (:mod:`._predicting`).
@@ -41,6 +43,7 @@ the comparison (``result``) through :func:`.checking.keep_output`.
 
 from __future__ import annotations
 
+from ._on_meta import host_use_on_meta
 from ._predicting import Work, function_exercise
 from .checking import Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
@@ -129,6 +132,13 @@ def _multiplies_in_float16(answer, device) -> str | None:
         bad = int((~torch.isfinite(result)).sum())
         return (f"{bad} of {result.numel()} values of your product are inf or nan: float16 overflowed (its largest "
                 "value is 65504). Scale each input down by a power of two before the product.")
+    on_the_host = host_use_on_meta(lambda: answer(torch.empty(a.shape, device="meta"),
+                                                  torch.empty(b.shape, device="meta")))
+    if on_the_host:
+        return (f"on two matrices on PyTorch's meta device (no values; it stands for a GPU) your function "
+                f"{on_the_host}: it reads a value on the host (.item(), float(), math on a tensor) or makes a "
+                "tensor there, and on a GPU each such read waits for the device. Keep the scales as tensors on the "
+                "matrices' device.")
     _kept(answer, result)
     return None
 
@@ -432,6 +442,12 @@ def _scales_each_row(answer, device) -> str | None:
         return (f"{off} of {_FP8_ROWS} rows read back (q.float() * scales) lie more than {_ROW_ERROR:.0%} from the "
                 "matrix's rows, the worst by {:.0%}: divide each row by the very scale you return for it.".format(
                     row_errors.max().item()))
+    on_the_host = host_use_on_meta(lambda: answer(torch.empty(t.shape, device="meta")))
+    if on_the_host:
+        return (f"on a matrix on PyTorch's meta device (no values; it stands for a GPU) your function {on_the_host}: "
+                "it makes the scales on the host (a loop over rows with .item(), torch.tensor of Python numbers, "
+                ".cpu()), which on a GPU waits for every row and leaves the scales off the matrix's device. Compute "
+                "them with tensor operations on the whole matrix.")
     _kept(answer, row_errors)
     return None
 

@@ -17,7 +17,9 @@ and, on a GPU, loads kernels):
   ``forward``, ``backward`` and ``optimiser``. The check reads the profile: one range of each name per step,
   the model's layers and the loss inside ``forward`` and none of the backward pass, the autograd engine's
   work inside ``backward`` (found by time, as on a GPU the backward pass runs on a thread of its own), the
-  optimiser's ``step`` inside ``optimiser``; and it compares the trained parameters with plain training.
+  optimiser's ``step`` inside ``optimiser``; no value read on the host inside the steps (the lesson's log, which
+  the exercise leaves out, found as ``ex-prof-hidden-sync`` finds it); and it compares the trained parameters
+  with plain training.
 - ``ex-prof-predict-step``: ``predicted_ms(peak_flops, bandwidth)``, the least time of the step's two large
   products (the first layer's forward product and its weight gradient), written before the step is profiled;
   tried on a compute-bound and a memory-bound device and on the run's own (:mod:`._predicting`).
@@ -237,7 +239,7 @@ def _has_ranges(answer, device) -> str | None:
     if wrong:
         return wrong
     try:
-        events, steps, _, model = _profile_steps(answer, device)
+        events, steps, copies, model = _profile_steps(answer, device)
     except _TrainedNothing:
         return _TRAINED_NOTHING
     except Exception as error:
@@ -275,6 +277,12 @@ def _has_ranges(answer, device) -> str | None:
         span = (optimiser.time_range.start, optimiser.time_range.end)
         if not inside(span, lambda n: n.startswith(_OPTIMISER_PREFIX)):
             return ("an 'optimiser' range holds no Optimizer.step row: call optimiser.step() inside it.")
+    waits = Counter(e.name for e in events if is_host_wait(e.name) and (_within(e, steps) or "DtoH" in e.name))
+    waits.update(copies)
+    if waits:
+        return (f"in {_STEPS} profiled steps on {device} your step read values on the host: {_listed(waits)}. "
+                "That is the lesson's log (loss.item()), which this step leaves out: on a GPU each read waits for "
+                "the device, and the wait lands in your ranges. Return the loss as a tensor without its graph.")
     _kept(answer, flat_parameters(model))
     return None
 

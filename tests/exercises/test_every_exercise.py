@@ -2,7 +2,10 @@
 what is wrong without giving the expected value away."""
 
 import importlib
+import json
+import os
 import re
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 import torch
 
 from gpukit.exercises import EXERCISES, check, checking, compare
+from tests.exercises.cases import name_of
 from tests.support.booktoc import ROOT
 from tests.support.device_probe import force_the_cpu, skip_where_the_gpu_cannot_work, unusable_gpu
 
@@ -122,15 +126,49 @@ def test_the_solution_passes(label):
     assert repr(result).startswith("Correct:")
 
 
+# The verdicts on each exercise's named wrong answers, kept for this pytest run, so that
+# tests/exercises/test_planted_device_mistakes.py reads whether its planted mistakes were rejected rather than running
+# their checks again: one JSON file per exercise, {"run": the run's id, "verdicts": {name: [rejected, message]}}.
+VERDICTS = ROOT / "_build" / "wrong-answer-verdicts"
+_THIS_PROCESS = uuid.uuid4().hex
+
+
+def this_run(config) -> str:
+    """The id of this pytest run: pytest-xdist's, which every worker shares, else this process's."""
+    return getattr(config, "workerinput", {}).get("testrunuid") or _THIS_PROCESS
+
+
+def keep_verdicts(label, verdicts, config) -> None:
+    """Keep ``verdicts`` ([(wrong answer, CheckResult), ...]) of the wrong answers that a name tells apart."""
+    names = [name_of(wrong) for wrong, _ in verdicts]
+    kept = {name: [not result, result.message] for name, (_, result) in zip(names, verdicts, strict=True)
+            if name and names.count(name) == 1}
+    VERDICTS.mkdir(parents=True, exist_ok=True)
+    path = VERDICTS / f"{label}.json"
+    partial = path.with_name(f"{label}.{os.getpid()}.json.part")
+    partial.write_text(json.dumps({"run": this_run(config), "verdicts": kept}), encoding="utf-8")
+    partial.replace(path)  # whole, even where another run reads it now
+
+
+def kept_verdicts(label, config) -> dict[str, list] | None:
+    """This run's verdicts on ``label``'s named wrong answers, or None where this run has not checked them."""
+    try:
+        record = json.loads((VERDICTS / f"{label}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record["verdicts"] if record.get("run") == this_run(config) else None
+
+
 @pytest.mark.parametrize("label", each_exercise(WARNED_BY_WRONG_ANSWERS))
-def test_wrong_answers_are_rejected_without_giving_the_answer_away(label):
+def test_wrong_answers_are_rejected_without_giving_the_answer_away(label, request):
     skip_where_the_reported_gpu_cannot_work(label)
     answer, context = solution(label)
     expected = EXERCISES[label].expected(**context)
     cases = wrong_answers(label)
     assert len(cases) >= 2
-    for wrong, named in cases:
-        result = check(label, wrong, **context)
+    verdicts = [(wrong, check(label, wrong, **context)) for wrong, _ in cases]
+    keep_verdicts(label, verdicts, request.config)
+    for (wrong, named), (_, result) in zip(cases, verdicts, strict=True):
         assert not result, f"{label}: {wrong!r} was accepted"
         assert named in result.message, f"{label}: {result.message!r} should say {named!r}"
         assert not re.search(r"\bnp\.(?:float|int|uint|bool)\w*\(", result.message), (

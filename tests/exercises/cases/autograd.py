@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from gpukit.core.device import pick_device
+from tests.exercises.cases import named
 
 
 def _context():
@@ -176,13 +177,14 @@ WRONG_ANSWERS = {
         (lambda positions: forces(positions).double(), "dtype is torch.float64"),
         (lambda positions: forces(positions).tolist(), "returned list"),
         (forces(torch.eye(3)), "expected your function itself"),
-    ] + ([(forces_on_the_cpu, "on cpu")] if pick_device() != "cpu" else []),
+        (forces_on_the_cpu, "meta device"),  # moved to the host: the check runs it on the meta device too
+    ],
     "ex-autograd-tanh-backward": lambda: [
         (tanh_function(lambda grad_y, y: 1 - y * y), "values differ"),  # forgot grad_y
         (tanh_function(lambda grad_y, y: grad_y * y), "values differ"),
         (tanh_function(lambda grad_y, y: None), "returned None"),
         (tanh_function(lambda grad_y, y: grad_y[:3]), "backward, on"),
-        (tanh_function(_ones_on_the_host), "makes a tensor on the host"),
+        (named("TanhWithOnesOnTheHost", tanh_function(_ones_on_the_host)), "makes a tensor on the host"),
         (tanh_function(_right_only_in_float32), "gradcheck, in float64"),
         (Exp, "forward no longer computes tanh"),
         (torch.tanh, "expected your Function class itself"),
@@ -190,7 +192,8 @@ WRONG_ANSWERS = {
     ],
     "ex-autograd-fake-distances": lambda: [
         (pair_distances_operator(torch.empty_like), "describes a result with shape (12, 3)"),
-        (pair_distances_operator(lambda points: torch.empty(len(points), len(points))),
+        (named("fake_with_torch_empty_defaults",
+               pair_distances_operator(lambda points: torch.empty(len(points), len(points)))),
          "describes a result with dtype" if _ON_THE_CPU else "describes a result with device"),
         (pair_distances_operator(lambda points: points.new_empty(12, 12, dtype=torch.int64)), "with dtype"),
         (pair_distances_operator(lambda points: _fake_distances(points).T), "with strides"),
@@ -200,4 +203,21 @@ WRONG_ANSWERS = {
         (pair_distances_operator(_fake_distances, squared=True), "no longer computes the distances"),
         (_fake_distances, "expected the custom operator itself"),
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-autograd-forces": {
+        "forces_on_the_cpu": "moved the positions to the host (.cpu()) to compute the forces, which come back there",
+    },
+    "ex-autograd-tanh-backward": {
+        "TanhWithOnesOnTheHost": "made a constant in the backward with torch.ones(1), on the host, while y and "
+                                 "grad_y are on the GPU",
+    },
+    "ex-autograd-fake-distances": {
+        "fake_with_torch_empty_defaults": "described the result with torch.empty(n, n), whose defaults are the CPU "
+                                          "and float32, not the points' device and dtype (on a CPU-only run the "
+                                          "check sees the dtype; on a GPU, the device too)",
+    },
 }

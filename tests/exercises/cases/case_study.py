@@ -196,3 +196,22 @@ WRONG_ANSWERS = {
         (slices_left_on_the_host, "work received a slice on cpu" if device != "cpu" else "never copied"),
     ],
 }
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-case-batched-power": {
+        "power_with_numpy": "copied the batch to the host (.cpu().numpy()) to take its spectra with NumPy, and "
+                            "returned the powers there",
+    },
+    "ex-case-lu-det": {
+        "det_with_numpy": "copied the matrices to the host for NumPy's det, and returned the determinants there",
+    },
+    "ex-case-chunks": {
+        "slices_left_on_the_host": "never copied a slice to the device: work ran on host tensors",
+        "copied_whole_then_sliced": "copied the whole batch to the device at once, then sliced it there: the "
+                                    "device holds all of it, which the chunks were meant to avoid",
+        "results_left_on_the_device": "copied every slice first and kept every result of work on the device until "
+                                      "the end, instead of bringing each back as it is done",
+    },
+}

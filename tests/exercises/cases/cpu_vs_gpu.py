@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gpukit.core.device import pick_device
+from tests.exercises.cases import named
 
 device = pick_device()
 
@@ -138,12 +139,16 @@ WRONG_ANSWERS = {
     "ex-cpu-gpu-transfer-share": lambda: [(60 / 130, "too small"), (None, "replace the placeholder")],
     "ex-cpu-gpu-create-on-device": lambda: [
         # Made with NumPy (float32, as the lesson's cell does), then copied.
-        (lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32))).to(device),
+        (named("made_with_numpy_then_copied",
+               lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32))).to(device)),
          "copies data onto the device"),
-        (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n)).to(device), "copies data onto the device"),
-        (lambda n: torch.tensor(np.sin(np.linspace(0, 2 * np.pi, n)), dtype=torch.float32, device=device),
+        (named("made_on_the_host_then_copied", lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n)).to(device)),
          "copies data onto the device"),
-        (lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32))),
+        (named("numpy_values_given_to_torch_tensor",
+               lambda n: torch.tensor(np.sin(np.linspace(0, 2 * np.pi, n)), dtype=torch.float32, device=device)),
+         "copies data onto the device"),
+        (named("left_on_the_host",
+               lambda n: torch.from_numpy(np.sin(np.linspace(0, 2 * np.pi, n, dtype=np.float32)))),
          "creates no tensor with device="),
         (lambda n: torch.sin(torch.linspace(0, 2 * math.pi, n, dtype=torch.float64, device=device)),
          "dtype is torch.float64"),
@@ -152,4 +157,22 @@ WRONG_ANSWERS = {
         (make_wave(8), "pass the function itself"),
         (lambda n: None, "replace the placeholder"),  # the learner's cell as given
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-cpu-gpu-time-by-hand": {
+        "unsynchronised": "stopped the clock without waiting for the device: it timed the launch, not the work",
+        "waits_for_the_device_itself": "waited for the device named in the lesson rather than through the sync it "
+                                       "was given, so work queued elsewhere is not waited for",
+        "warm_up_not_waited_for": "started the clock while the warm-up call could still be running on the device",
+    },
+    "ex-cpu-gpu-create-on-device": {
+        "made_with_numpy_then_copied": "made the wave with NumPy on the host, then copied it to the device",
+        "made_on_the_host_then_copied": "made the wave with torch on the host (no device=), then copied it with .to()",
+        "numpy_values_given_to_torch_tensor": "computed the values with NumPy, then torch.tensor(..., device=) "
+                                              "copied them onto the device",
+        "left_on_the_host": "made the wave on the host and never put it on the device",
+    },
 }

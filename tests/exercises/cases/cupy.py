@@ -10,6 +10,7 @@ import pytest
 
 from gpukit.core.device import pick_device
 from gpukit.topics.host_kernels import HostKernel
+from tests.exercises.cases import named
 
 
 def _namespace():
@@ -157,7 +158,7 @@ def _rawkernel_wrong_answers():
         (kernel_wrong("out[i] = d * d;", "out[i] = d * d * d;"), "values differ"),
         (kernel_wrong("float d", "flaot d"), "rejected"),
         (kernel_wrong("squared_diff(", "squared_difference("), "squared_diff"),
-        (SQUARED_DIFF.replace("__global__", ""), "no __global__"),
+        (named("kernel_without_global", SQUARED_DIFF.replace("__global__", "")), "no __global__"),
         (np.zeros(3), "expected the kernel's source"),
     ]
 
@@ -222,4 +223,21 @@ WRONG_ANSWERS = {
         (predicted_ms(1e12, 1e11), "expected your function itself"),
         (lambda peak_flops, bandwidth: 1.0, "too"),
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-cupy-softmax": {
+        "softmax_numpy_only": "wrote it with NumPy's functions, which work on host arrays only: a CuPy array or a "
+                              "torch tensor on a GPU is refused (or, through __array__, copied to the host)",
+    },
+    "ex-cupy-rawkernel": {
+        "kernel_without_global": "left out __global__, so squared_diff is compiled as host code and there is no "
+                                 "kernel to launch on the device",
+    },
+    "ex-cupy-launch": {
+        "run_saxpy_python_float": "passed alpha as a Python float: the host sends the kernel's float parameter the "
+                                  "8 bytes of a double, which the device reads as a wrong value",
+    },
 }

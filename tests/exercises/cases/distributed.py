@@ -106,6 +106,20 @@ def averages(t):
         dist.recv(t, src=0)
 
 
+def buffer_made_without_device(t):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if rank == 0:
+        incoming = torch.zeros(t.shape)  # no device=: on the CPU, while t is on this rank's GPU
+        for source in range(1, world):
+            dist.recv(incoming, src=source)
+            t += incoming
+        for destination in range(1, world):
+            dist.send(t, dst=destination)
+    else:
+        dist.send(t, dst=0)
+        dist.recv(t, src=0)
+
+
 def with_the_library(t):
     dist.all_reduce(t)
 
@@ -192,6 +206,7 @@ WRONG_ANSWERS = {
         (leaves_out_rank_0, "leaves out rank 0's own tensor"),
         (averages, "the mean"),
         (calls_a_notebook_function, "NameError"),
+        (buffer_made_without_device, "made without device="),
         (with_the_library, "point-to-point"),
         (lambda t: t, "a lambda"),
         (torch.zeros(5), "pass the function itself"),
@@ -213,4 +228,13 @@ WRONG_ANSWERS = {
         (state_dir("distributed") / "no_such_script.py", "no file"),
         (3, "expected the script as text"),
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-dist-allreduce-by-hand": {
+        "buffer_made_without_device": "made rank 0's receive buffer with torch.zeros(t.shape), no device=: on the "
+                                      "CPU, while t is on the rank's GPU, which NCCL refuses",
+    },
 }

@@ -5,6 +5,8 @@ JAX is optional: without it these cases skip (the lesson's exercise cells skip t
 import numpy as np
 import pytest
 
+from tests.exercises.cases import named
+
 
 def _jax():
     jax = pytest.importorskip("jax")
@@ -40,7 +42,7 @@ def pairwise_wrong_answers():
         # Squared distances: the right shape, the wrong values.
         (lambda a, b: good(a, b) ** 2, "values differ"),
         # A NumPy result.
-        (lambda a, b: np.asarray(good(a, b)), "expected a jax array"),
+        (named("pairwise_copied_to_the_host", lambda a, b: np.asarray(good(a, b))), "expected a jax array"),
         # The result instead of the function.
         (good(jnp.zeros((3, 2)), jnp.ones((4, 2))), "expected a function"),
     ]
@@ -141,7 +143,8 @@ def counts_wrong_answers():
     return [
         (counts.at[hits].set(1), "values differ"),  # set, not add: the double hit counts once
         (jnp.asarray(numpy_counts), "values differ"),
-        (np.bincount(np.asarray(hits), minlength=5).astype(np.int32), "expected a jax array"),
+        (named("counted_with_numpy_on_the_host", np.bincount(np.asarray(hits), minlength=5).astype(np.int32)),
+         "expected a jax array"),
         (counts.astype(jnp.float32).at[hits].add(1.0), "dtype is float32"),
     ]
 
@@ -178,4 +181,23 @@ WRONG_ANSWERS = {
     "ex-jax-vmap-pairwise": pairwise_wrong_answers,
     "ex-jax-timed": timed_wrong_answers,
     "ex-jax-at-add": counts_wrong_answers,
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-jax-vmap-pairwise": {
+        "pairwise_copied_to_the_host": "turned the result into a NumPy array, which copies it from the device to "
+                                       "the host",
+    },
+    "ex-jax-timed": {
+        "timed_without_waiting": "stopped the clock without block_until_ready: it timed the dispatch, not the work",
+        "timed_waiting_on_the_inputs": "waited on the inputs, long ready, rather than on the result",
+        "timed_after_an_unwaited_first_call": "started the clock while the first (compiling) call could still be "
+                                              "running on the device",
+    },
+    "ex-jax-at-add": {
+        "counted_with_numpy_on_the_host": "copied the hits to the host and counted them with NumPy's bincount: a "
+                                          "host array instead of one on the device",
+    },
 }

@@ -20,9 +20,16 @@ from gpukit.topics.simulators import use_cuda_simulator, use_triton_interpreter
 def numba_kernels():
     use_cuda_simulator()  # before numba is first imported, or it takes no effect
     pytest.importorskip("numba")
+    from numba import cuda
+
     from tests.support import numba_kernels_for_exercises as k
 
-    return {"right": k.saxpy, "no guard": k.saxpy_without_guard, "thread index": k.saxpy_thread_index_only,
+    @cuda.jit
+    def saxpy_as_array_code(a, x, y, out):  # NumPy's way: every thread does every item; no GPU compiles it
+        out[:] = a * x + y
+
+    return {"array code": saxpy_as_array_code, "right": k.saxpy, "no guard": k.saxpy_without_guard,
+            "thread index": k.saxpy_thread_index_only,
             "formula": k.axpy_wrong_formula, "plain": k.plain_saxpy, "launch": k.apply_kernel,
             "rounded down": k.apply_kernel_rounding_down, "one block more": k.apply_kernel_one_block_more,
             "swapped": k.apply_kernel_swapped, "on the device": k.apply_kernel_left_on_the_device,
@@ -61,12 +68,18 @@ def triton_kernels():
         tl.store(out_ptr + offsets, tl.abs(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
 
     @triton.jit
+    def relu_with_numpy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # a host function: no GPU compiles it
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, np.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+    @triton.jit
     def relu_two_pointers(x_ptr, n, BLOCK: tl.constexpr):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(x_ptr + offsets, 0.0, mask=offsets < n)
 
     return {"right": relu_kernel, "no mask": relu_without_mask, "no program id": relu_first_block_only,
-            "abs": abs_kernel, "signature": relu_two_pointers}
+            "abs": abs_kernel, "signature": relu_two_pointers, "numpy": relu_with_numpy}
 
 
 ADD_SIZE = 2**26
@@ -113,6 +126,7 @@ WRONG_ANSWERS = {
         (numba_kernels()["thread index"], "values differ"),
         (numba_kernels()["formula"], "values differ"),
         (numba_kernels()["plain"], "expected a Numba CUDA kernel"),
+        (numba_kernels()["array code"], "works on whole arrays"),
         (np.zeros(100, np.float32), "expected a Numba CUDA kernel"),
     ],
     "ex-kernels-triton-relu": lambda: [
@@ -120,6 +134,24 @@ WRONG_ANSWERS = {
         (triton_kernels()["no program id"], "never written (the first at index 256)"),
         (triton_kernels()["abs"], "values differ"),
         (triton_kernels()["signature"], "raised"),
+        (triton_kernels()["numpy"], "a function that runs on the host"),
         (lambda x: x.clamp(min=0), "expected a Triton kernel"),
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-kernels-triton-relu": {
+        "relu_with_numpy": "called NumPy's maximum inside the kernel: host code, which the interpreter runs (giving "
+                           "wrong values) and no GPU compiles",
+    },
+    "ex-kernels-numba-saxpy": {
+        "saxpy_as_array_code": "wrote the kernel as NumPy code for the host (out[:] = a * x + y): the simulator runs "
+                               "it, but every thread would do every item, and on a GPU Numba cannot compile it",
+    },
+    "ex-kernels-launch": {
+        "apply_kernel_left_on_the_device": "returned the device array the kernel wrote, never copied back to the "
+                                           "host (copy_to_host)",
+    },
 }

@@ -9,6 +9,7 @@ repeated, every error caught, the cache never emptied)."""
 import torch
 
 from gpukit.core.device import pick_device
+from tests.exercises.cases import named
 
 
 def device():
@@ -48,7 +49,7 @@ def nearest_wrong_answers():
         # The last, partial slice left out: rows lost.
         (nearest_with_rows(lambda p, c, b: b // (len(c) * p.element_size()), tail=False), "shape is"),
         # All the points at once: the estimate skipped.
-        (lambda p, c, b: torch.cdist(p, c).min(dim=1).values, "more than the budget"),
+        (named("all_points_at_once", lambda p, c, b: torch.cdist(p, c).min(dim=1).values), "more than the budget"),
         # The distances without cdist: the budget never consulted.
         (lambda p, c, b: (p[:, None, :] - c[None, :, :]).norm(dim=-1).min(dim=1).values, "never called"),
         # The result, not the function.
@@ -101,7 +102,7 @@ def halving_wrong_answers():
         (loop(halve=lambda size: size - 1), "halve the slice"),  # shrinks by one row
         (loop(halve=lambda size: size // 10), "halve the slice"),  # shrinks tenfold
         (loop(first=64), "try the whole batch"),  # a fixed first chunk
-        (loop(empty=False), "without emptying"),  # the cache kept
+        (named("halving_without_emptying_the_cache", loop(empty=False)), "without emptying"),  # the cache kept
         (loop(stop=False), "never"),  # halves down to 0 and loops on empty slices
         (loop(skip_failed=True), "the same slice again"),  # the failed slice's rows are lost
         (loop(advance=lambda size: size - 1), "lost, repeated or reordered"),  # each slice's last row repeated
@@ -135,4 +136,18 @@ WRONG_ANSWERS = {
     ],
     "ex-mem-chunk-rows": nearest_wrong_answers,
     "ex-mem-halve-on-oom": halving_wrong_answers_with_early_stop,
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py): here mistakes of the device's memory,
+# which the checks' allocator stand-in shows on the CPU.
+DEVICE_MISTAKES = {
+    "ex-mem-chunk-rows": {
+        "all_points_at_once": "made the whole distance matrix at once: more memory than the device's budget holds",
+    },
+    "ex-mem-halve-on-oom": {
+        "halving_without_emptying_the_cache": "retried after an out-of-memory error without "
+                                              "torch.cuda.empty_cache(): the caching allocator keeps the failed "
+                                              "try's blocks, and the smaller slice can fail too",
+    },
 }

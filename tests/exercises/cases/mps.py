@@ -11,6 +11,7 @@ import torch
 
 from gpukit.core.device import pick_device
 from gpukit.exercises.mps import MPS_PIVOTS
+from tests.exercises.cases import named
 
 
 def device():
@@ -116,9 +117,9 @@ def slogdet_in_float64(a):
 def slogdet_wrong_answers():
     wrong = [
         (torch.linalg.slogdet, "slogdet itself"),
-        (lambda a: torch.linalg.slogdet(a), "lacks"),
+        (named("calls_slogdet", lambda a: torch.linalg.slogdet(a)), "lacks"),
         (lambda a: (torch.sign(torch.det(a)), torch.log(torch.det(a).abs())), "lacks"),
-        (lambda a: a.det(), "lacks"),
+        (named("calls_det", lambda a: a.det()), "lacks"),
         (slogdet_without_pivots, "signs are wrong"),
         (slogdet_without_the_diagonals_signs, "signs are wrong"),
         (slogdet_of_the_product, "infinite"),
@@ -175,4 +176,19 @@ WRONG_ANSWERS = {
         (works_on(torch.linalg.inv, torch.eye(2), "cpu"), "expected your function itself"),
     ],
     "ex-mps-lu-slogdet": slogdet_wrong_answers,
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-mps-works-on": {
+        "works_on_without_try": "ran the operation on the device without try: one the device lacks raises "
+                                "NotImplementedError instead of giving False",
+        "works_if_it_runs": "took 'it ran on the device' for 'it works', never comparing the device's result with "
+                            "the CPU's",
+    },
+    "ex-mps-lu-slogdet": {
+        "calls_slogdet": "called torch.linalg.slogdet, which MPS lacks: it fails there (or falls back to the CPU)",
+        "calls_det": "called Tensor.det, which MPS lacks as well",
+    },
 }

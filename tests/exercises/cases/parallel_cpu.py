@@ -163,3 +163,15 @@ WRONG_ANSWERS = {
                           (pi_that_fails, "raised NotImplementedError"),
                           (3.14, "expected a function")],
 }
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-par-streams": {
+        "numpy_generators": "made NumPy generators, which draw on the host only: every worker's numbers would be "
+                            "copied to the device",
+    },
+    "ex-par-pi": {
+        "pi_in_numpy": "copied the estimates to the host (.cpu().numpy()) instead of leaving them on the device",
+    },
+}

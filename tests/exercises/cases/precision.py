@@ -7,11 +7,14 @@ scales not undone; a step without autocast, autocast for another device type or 
 bfloat16, the backward pass inside autocast, the loss read on the host; a loader without workers, with memory
 pinned where there is no CUDA, with batches dropped or in the same order every epoch."""
 
+import math
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
 from gpukit.core.device import pick_device
+from tests.exercises.cases import named
 
 
 def _context():
@@ -55,6 +58,13 @@ def _undone_in_float16(a, b):  # the scales multiplied back before leaving float
     scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
     product = (a / scale_a).half() @ (b / scale_b).half()
     return (product * (scale_a * scale_b).half()).float()
+
+
+def scales_read_on_the_host(a, b):  # right values, but each scale read with .item(): the host waits for the device
+    scale_a = 2.0 ** math.ceil(math.log2(a.abs().max().item()))
+    scale_b = 2.0 ** math.ceil(math.log2(b.abs().max().item()))
+    product = (a / scale_a).half() @ (b / scale_b).half()
+    return product.float() * (scale_a * scale_b)
 
 
 def _one_scale_undone(a, b):
@@ -148,6 +158,11 @@ def _fp8_rows(scales_of, to=E4M3):
     return answer
 
 
+def scales_row_by_row_on_the_host(t):  # right values, but each row's scale read on the host: a wait per row
+    scales = torch.tensor([row.abs().max().item() / 448 for row in t]).unsqueeze(1)
+    return (t / scales.to(t.device)).to(E4M3), scales
+
+
 def _divided_by_other_scales(t):  # the scales returned are right, but the values were divided by twice them
     scales = t.abs().amax(dim=1, keepdim=True) / 448
     return (t / (2 * scales)).to(E4M3), scales
@@ -189,10 +204,12 @@ WRONG_ANSWERS = {
         (_one_scale_undone, "values differ"),
         (lambda a, b: (a @ b).half(), "float32"),  # the product in float32, then rounded
         ("scaled_fp16_matmul", "expected your function itself"),
+        (scales_read_on_the_host, "meta device"),
     ],
     "ex-prec-autocast-step": lambda: [
         (_stepping(autocast=False), "computed in float32"),
-        (_stepping(device_type=_other_device_type()), "name the device type"),
+        (named("autocast_for_another_device_type", _stepping(device_type=_other_device_type())),
+         "name the device type"),
         (_stepping(dtype=torch.float16), "computed in float16"),
         (_stepping(backward_inside=True), "autocast was still on"),
         (_stepping(autocast=False, cast_model=torch.bfloat16), "parameters are bfloat16"),
@@ -216,6 +233,7 @@ WRONG_ANSWERS = {
         # The scales returned are right but the values were divided by other ones: what comes back is wrong.
         (_divided_by_other_scales, "divide each row by the very scale"),
         (lambda t: None, "NoneType"),  # the placeholder
+        (scales_row_by_row_on_the_host, "meta device" if pick_device() == "cpu" else "scales on cpu"),
     ],
     "ex-prec-loader": lambda: [
         (_loader(num_workers=0, prefetch_factor=None), "num_workers=0"),
@@ -227,4 +245,25 @@ WRONG_ANSWERS = {
         (_batches, "not a torch.utils.data.DataLoader"),
         (lambda dataset, device: None, "NoneType"),  # the placeholder
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-prec-fp16-scaled": {
+        "scales_read_on_the_host": "worked out the scales with .item() and Python's math: each read waits for the "
+                                   "device (the exercise's hint: the scale is a tensor on the device, no .item())",
+    },
+    "ex-prec-autocast-step": {
+        "autocast_for_another_device_type": "named another device type in torch.autocast than the one the model "
+                                            "is on, so autocast changes nothing there",
+    },
+    "ex-prec-fp8-rows": {
+        "scales_row_by_row_on_the_host": "worked out each row's scale in a Python loop with .item(): a wait for the "
+                                         "device per row, and the scales made on the host",
+    },
+    "ex-prec-loader": {
+        "_wrong_pinning": "set pin_memory the wrong way round: not pinned where batches go to a CUDA GPU (slower "
+                          "copies that cannot overlap), or pinned where there is no CUDA",
+    },
 }

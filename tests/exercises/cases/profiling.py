@@ -11,6 +11,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from gpukit.core.device import pick_device
+from tests.exercises.cases import named
 
 
 def _context():
@@ -144,6 +145,17 @@ def _optimiser_outside(model, optimiser, x, y):
     return loss.detach()
 
 
+def returning_the_loss_read_on_the_host(model, optimiser, x, y):  # the lesson's log kept: a wait every step
+    optimiser.zero_grad()
+    with record_function("forward"):
+        loss = nn.functional.mse_loss(model(x), y)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("optimiser"):
+        optimiser.step()
+    return loss.item()
+
+
 def _without_zero_grad(model, optimiser, x, y):  # gradients pile up from step to step
     with record_function("forward"):
         loss = nn.functional.mse_loss(model(x), y)
@@ -184,14 +196,16 @@ WRONG_ANSWERS = {
         (lambda peak_flops, bandwidth: None, "replace the placeholder"),
     ],
     "ex-prof-hidden-sync": lambda: [
-        (_clipping(_as_given), "waited for the device: aten::"),
-        (_clipping(_with_float), "aten::_local_scalar_dense"),
+        (named("clipping_with_a_python_if", _clipping(_as_given)), "waited for the device: aten::"),
+        (named("clipping_with_float", _clipping(_with_float)), "aten::_local_scalar_dense"),
         (_clipping(_never), "values differ"),
         (_clipping(_always), "values differ"),
-        (_clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0), record=lambda loss: loss.item()),
-         "aten::item"),
-        (_clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0),
-                   record=lambda loss: loss.detach().cpu()), "host"),
+        (named("recording_the_loss_with_item",
+               _clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0),
+                         record=lambda loss: loss.item())), "aten::item"),
+        (named("copying_the_loss_to_the_host",
+               _clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0),
+                         record=lambda loss: loss.detach().cpu())), "host"),
         (_old_signature, "max_norm"),
         ("clipped_step_without_waiting", "expected your function itself"),
         (lambda model, optimiser, x, y, max_norm=1.0: None, "trains nothing yet"),  # the placeholder
@@ -203,6 +217,23 @@ WRONG_ANSWERS = {
         (_forward_holds_backward, "also holds the backward pass"),
         (_optimiser_outside, "no Optimizer.step row"),
         (_without_zero_grad, "values differ"),
+        (returning_the_loss_read_on_the_host, "read values on the host"),
         (lambda model, optimiser, x, y: None, "trains nothing yet"),  # the placeholder
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).
+DEVICE_MISTAKES = {
+    "ex-prof-hidden-sync": {
+        "clipping_with_a_python_if": "kept the step as given: `if norm > max_norm` reads the norm on the host, a "
+                                     "wait for the device at every step",
+        "clipping_with_float": "moved the wait into float(norm) instead of removing it",
+        "recording_the_loss_with_item": "removed the if, but read the loss with .item(): a wait for the device",
+        "copying_the_loss_to_the_host": "removed the if, but copied the loss to the host with .cpu(): a wait too",
+    },
+    "ex-prof-ranges": {
+        "returning_the_loss_read_on_the_host": "kept the lesson's log, returning loss.item(): on a GPU the host "
+                                               "waits for the device at every step, inside the ranges",
+    },
 }

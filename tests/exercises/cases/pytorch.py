@@ -11,6 +11,7 @@ from torch import nn
 
 from gpukit.core.device import pick_device
 from gpukit.exercises.pytorch import _small_regression
+from tests.exercises.cases import named
 
 
 def _device():
@@ -216,10 +217,13 @@ WRONG_ANSWERS = {
         (standardise_anywhere(torch.ones(5, 3)), "expected your function itself"),
     ],
     "ex-torch-no-item": lambda: [
-        (_training(lambda loss: loss.item()), "read a tensor's value on the host 12 time(s) (.item() x12)"),
-        (_training(lambda loss: loss.item(), lambda losses: torch.tensor(losses, device=_device())), ".item() x12"),
-        (_training(float), "float() x12"),
-        (_training(lambda loss: loss.detach().cpu(), torch.stack), ".cpu() x12"),
+        (named("train_reading_item", _training(lambda loss: loss.item())),
+         "read a tensor's value on the host 12 time(s) (.item() x12)"),
+        (named("train_reading_item_then_copying_back",
+               _training(lambda loss: loss.item(), lambda losses: torch.tensor(losses, device=_device()))),
+         ".item() x12"),
+        (named("train_reading_float", _training(float)), "float() x12"),
+        (named("train_copying_to_the_host", _training(lambda loss: loss.detach().cpu(), torch.stack)), ".cpu() x12"),
         (_printing, "f-string or print"),
         (_stopping_early, "if/bool() x12"),
         (_training(lambda loss: loss, torch.stack), "requires_grad is True"),
@@ -243,4 +247,37 @@ WRONG_ANSWERS = {
         (fit_highest_power_first, "values differ"),
         (lambda times, values: fit_batched(times, values).double(), "dtype is torch.float64"),
     ],
+}
+
+
+# The planted device mistakes (tests/exercises/test_planted_device_mistakes.py): wrong answers above that a CPU
+# alone would not show, each rejected by its check on the CPU too.
+DEVICE_MISTAKES = {
+    "ex-torch-fix-mismatch": {
+        "standardise_on_the_host": "made the constants with torch.tensor and no device=, so they stay on the host "
+                                   "while the batch is on the GPU",
+        "standardise_on_a_fixed_device": "made the constants on the lesson's device rather than the batch's, so a "
+                                         "batch anywhere else meets tensors on another device",
+        "standardise_on_the_cpu": "moved the batch to the host (.cpu()) to meet the constants, so the work and the "
+                                  "result leave the GPU",
+    },
+    "ex-torch-no-item": {
+        "train_reading_item": "read each loss with .item(), which makes the host wait for the device at every step",
+        "train_reading_item_then_copying_back": "read each loss with .item() and copied the list back to the "
+                                                "device: a wait at every step, and a copy at the end",
+        "train_reading_float": "turned each loss into a Python float, which waits for the device at every step",
+        "train_copying_to_the_host": "copied each loss to the host with .cpu(), a wait for the device at every step",
+        "_printing": "printed the loss in an f-string, which reads its value on the host",
+        "_stopping_early": "stopped on `if loss < ...`, a Python if that needs the loss's value on the host",
+    },
+    "ex-torch-compile-break": {
+        "rescaled_with_the_if": "branched with a Python if on a tensor, which reads its value on the host and "
+                                "splits the compiled graph",
+        "rescaled_with_item": "read the peak with .item() inside the compiled function: a wait for the device and a "
+                              "graph break",
+    },
+    "ex-torch-batched-fit": {
+        "fit_with_powers_on_the_host": "made the exponents with torch.arange and no device=, a host tensor meeting "
+                                       "data on the GPU",
+    },
 }
