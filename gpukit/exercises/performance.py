@@ -30,8 +30,10 @@ The others:
   receives and runs them as they are (no code is generated, so the check is quick on a CPU), calls it on the
   lesson's ``device`` with batch sizes drawn at random from 2 to 64 (six different ones, a fresh draw on each check:
   an answer cannot be tuned to the sizes), and fails it unless it compiled exactly once and gave the uncompiled
-  function's results. ``torch._dynamo.reset()`` first forgets earlier compilations of the check's function, which
-  would otherwise count against the limit of recompilations of its code.
+  function's results. It then runs the answer once more on PyTorch's meta device (shapes without values), so
+  that a copy to the host inside it (``.cpu()``, ``.item()``), a transfer and a wait per call on a GPU that a CPU
+  alone would not show, is found on any machine. ``torch._dynamo.reset()`` first forgets earlier compilations of
+  the check's function, which would otherwise count against the limit of recompilations of its code.
 """
 
 from __future__ import annotations
@@ -399,7 +401,33 @@ def _compiles_once(answer, device) -> str | None:
         if not (isinstance(mine, torch.Tensor) and mine.shape == theirs.shape
                 and torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6)):
             return f"at batch size {size} the compiled function's values differ from the function's own."
+    wrong = _stays_on_the_device(answer)
+    if wrong:
+        return wrong
     keep_output(answer, 1)
+    return None
+
+
+def _stays_on_the_device(answer) -> str | None:
+    """The answer once more, on PyTorch's meta device: tensors that have a device and a shape but no values. A
+    copy to the host inside the answer (``.cpu()``, ``.item()``, ``.numpy()``, ``.tolist()``), which on a GPU is a
+    transfer and a wait at every call, raises there, and a result moved to another device shows, even on a machine
+    whose only device is the CPU, where such a copy does nothing."""
+    import torch
+
+    try:
+        _, got, _ = _compilations(answer, batch_sizes()[:1], "meta")
+    except Exception as error:  # noqa: BLE001 - the learner's code can raise anything; say what
+        return ("your function is right on the CPU, but given tensors on another device it raised "
+                f"{error_line(error)}. Something in it copies to the host (.cpu(), .item(), .numpy(), .tolist()), "
+                "which on a GPU is a copy and a wait at every call. Keep the work on the input's device.")
+    finally:
+        torch._dynamo.reset()
+    for mine in got:
+        if not (isinstance(mine, torch.Tensor) and mine.device.type == "meta"):
+            where = f"on {mine.device}" if isinstance(mine, torch.Tensor) else f"as {type(mine).__name__}"
+            return (f"given tensors on another device, your function returned its result {where}: leave the result "
+                    "on the input's device (no .cpu() or .to(...) inside).")
     return None
 
 

@@ -18,6 +18,12 @@ hardware-peaks.csv, through :func:`gpukit.core.peaks.device_peak`); for the CPU,
 :func:`predict` combines work and limits into a :class:`Prediction`, whose :meth:`Prediction.clause` is the
 sentence a lesson's prose shows beside the measurement: what was predicted, the intensity and the bound, what was
 measured and how many times the prediction that is.
+
+A datasheet's figure is a ceiling no program reaches. :func:`achievable_ceilings` reads, from a benchmark file of
+``data/benchmarks/``, the best the device achieved (the bench's MAMF-style search over matrix shapes for a
+product's FLOP/s, its fastest copy for the bandwidth): the file's ``devices.<d>.achievable`` section, through
+:func:`gpukit.measuring.benchmark_records.achievable_table`. A file written before that search has no such section,
+and :class:`Achievable` then says so and holds no rate: the page uses the datasheet alone, saying which it used.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from gpukit.core import machine, peaks
 from gpukit.core.device import validate_device
 from gpukit.core.peaks import OPERATIONS
 from gpukit.core.timing import format_seconds
+from gpukit.measuring.benchmark_records import achievable_table
 from gpukit.measuring.ceilings import copy_bandwidth
 
-__all__ = ["PCIE_LANE_GB_S", "Limits", "Prediction", "device_limits", "gpu_limits", "link_limits", "predict",
-           "predicted_against", "predicted_seconds"]
+__all__ = ["PCIE_LANE_GB_S", "Achievable", "Limits", "Prediction", "achievable_ceilings", "device_limits",
+           "gpu_limits", "link_limits", "predict", "predicted_against", "predicted_seconds"]
 
 # Bytes per second one PCIe lane carries in each direction, by generation, after the line code (8b/10b up to
 # generation 2, 128b/130b from generation 3): the transfer rate in GT/s x the code's payload share / 8 bits.
@@ -355,3 +362,59 @@ def predicted_against(device: str, flops: float, bytes_moved: float, measured_se
     (``dtype``, ``operation``, ``bandwidth``, ``cores``), the prediction, and the measured time beside it."""
     limits = device_limits(device, dtype, operation=operation, bandwidth=bandwidth, cores=cores)
     return predict(flops, bytes_moved, limits).clause(measured_seconds)
+
+
+# ------------------------------------------------------------------------------------------ achievable ceilings
+@dataclass(frozen=True)
+class Achievable:
+    """The best a device achieved, from its benchmark file's ``achievable`` section: the FLOP/s of a product in
+    ``dtype`` and the bytes/s of a copy within its memory (reads and writes counted, as the datasheet's bandwidth
+    is), where each was found, or, where the file has no such section, ``note`` saying so and no rates."""
+
+    device: str
+    dtype: str
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+    found: str = ""  # where the rates come from: the file, the shape or size, how it was found
+    note: str = ""  # why there is no rate ("" where there is one)
+
+    @property
+    def known(self) -> bool:
+        """Whether the file held an achievable rate for both ceilings."""
+        return self.flops_per_s is not None and self.bytes_per_s is not None
+
+    def __str__(self) -> str:
+        if not self.known:
+            return f"achievable: {self.note}"
+        return (f"achievable: {_rate(self.flops_per_s)} ({self.dtype} products), {self.bytes_per_s / 1e9:.4g} GB/s "
+                f"(copies); {self.found}")
+
+
+def achievable_ceilings(records: dict[str, dict], file: str, device: str, dtype: str = "float32") -> Achievable:
+    """The achievable ceilings of ``device`` (``"cuda:0"``, ``"cpu"``) in benchmark file ``file`` of ``records``
+    (as :func:`gpukit.measuring.benchmark_records.read_benchmark_folder` returns them): the FLOP/s of a ``dtype``
+    product and the bandwidth of a copy, from the file's ``devices.<device>.achievable`` section. Where the file
+    has none (written before the bench searched for them), or the section lacks either, the result holds no rates
+    and its ``note`` says why: a page then says so and uses the datasheet."""
+    record = records[file]
+    entry = record["devices"].get(device)
+    if entry is None:
+        raise ValueError(f"{file} has no device {device!r}; it has {', '.join(record['devices'])}")
+    if entry.get("achievable") is None:
+        return Achievable(device, dtype, note=f"{file} has no achievable section (it was written before the bench "
+                                              "searched for the achievable rates): its peaks only (a GPU's "
+                                              "datasheet, a CPU's estimate)")
+    table = achievable_table({file: record})
+    rows = table[table["device"] == device]
+    product = rows[(rows["work"] == "matmul") & (rows["what"] == dtype)]
+    copy = rows[(rows["work"] == "copy") & (rows["what"] == "copy")]
+    flops = float(product["rate"].iloc[0]) * 1e9 if len(product) and product["rate"].notna().iloc[0] else None
+    moved = float(copy["rate"].iloc[0]) * 1e9 if len(copy) and copy["rate"].notna().iloc[0] else None
+    if flops is None or moved is None:
+        lacking = " and ".join(what for what, rate in ((f"{dtype} product", flops), ("copy", moved)) if rate is None)
+        why = product["note"].iloc[0] if flops is None and len(product) and product["note"].iloc[0] else ""
+        return Achievable(device, dtype, flops, moved, note=f"{file}'s achievable section has no {lacking} rate"
+                                                            + (f" ({why})" if why else ""))
+    found = (f"{file}: a {dtype} product of {product['at'].iloc[0]} ({product['found_by'].iloc[0]}), "
+             f"a copy of {copy['at'].iloc[0]}")
+    return Achievable(device, dtype, flops, moved, found)

@@ -32,6 +32,15 @@ which it updates in place as a launch would, and returns :class:`AccessCounts`. 
   barrier k together). That is judged from the order of barriers, not from how the Python threads happened to
   interleave, so a missing barrier is found on every run.
 
+* A **warp shuffle**, ``cuda.shfl_down_sync(mask, value, delta)``: Numba's simulator does not implement the warp
+  operations (numba-cuda's own ``tests/cudapy/test_warp_ops.py`` is skipped there, "Warp Operations are not yet
+  implemented on cudasim"), so the counting module adds it: each lane of the warp posts its value, waits for the
+  others (a barrier of the warp's lanes, not the block's), and takes lane ``lane + delta``'s value, or keeps its own
+  where that lane is past the warp's end, as CUDA's ``__shfl_down_sync`` does. Every lane of the warp must call it
+  (the mask is taken as all of them): a lane that does not is an error after :data:`SHUFFLE_WAIT_S`, not a hang.
+  :attr:`AccessCounts.shuffles` counts the warp-wide shuffle instructions. Registers are not memory: a shuffle is
+  no load or store.
+
 Limits: it counts element accesses of arrays passed to the kernel and shared arrays, not local arrays or
 registers; a device function compiled for the GPU cannot be called from the simulated kernel; warps of a 2-D or
 3-D block follow the linear thread index x + y·Dx + z·Dx·Dy, as on a GPU.
@@ -56,6 +65,7 @@ BANKS = 32  # shared-memory banks
 BANK_WORD = 4  # bytes of a bank's word
 KINDS = ("load", "store", "atomic")
 NO_NUMBA = "Numba is not installed: pip install numba-cuda"
+SHUFFLE_WAIT_S = 10.0  # how long a lane waits at a warp shuffle for the others before it is an error
 
 
 # ----------------------------------------------------------------------------------------------------- the results
@@ -126,6 +136,7 @@ class AccessCounts:
     threads: tuple[int, int, int] = (1, 1, 1)
     shared_names: tuple[str, ...] = field(default=())
     divergent_barrier: DivergentBarrier | None = None  # the first block whose threads passed different barriers
+    shuffles: int = 0  # warp-wide cuda.shfl_down_sync instructions
 
     def row(self, array: str, kind: str, memory: str | None = None) -> AccessRow | None:
         """The row of ``array``'s accesses of ``kind`` (in ``memory`` if given), or None where it had none."""
@@ -217,6 +228,8 @@ class AccessCounts:
             text.append(f"{self.race_count:,} shared-memory race(s), the first: {self.races[0]}")
         if self.divergent_barrier:
             text.append(f"threads of a block passed different barriers: {self.divergent_barrier}")
+        if self.shuffles:
+            text.append(f"{self.shuffles:,} warp shuffles (register to register: no memory access)")
         return "\n".join(text)
 
     def __str__(self) -> str:
@@ -241,6 +254,36 @@ class _Recorder:
         # (block index, linear thread index) -> the source line of each barrier the thread passed, in order
         self.barrier_lines: dict[tuple[int, int], list[int]] = {}
         self.lock = threading.Lock()
+        # (block index, warp) -> (a barrier of the warp's lanes, the value each lane posted)
+        self.warps: dict[tuple[int, int], tuple[threading.Barrier, list]] = {}
+        self.shuffles = 0  # warp-wide shuffle instructions
+        self.threads_per_block = 1
+
+    def shuffle_down(self, value, delta: int):
+        """``__shfl_down_sync`` over the calling thread's warp: lane ``lane + delta``'s value, or its own past the
+        warp's end. Every lane of the warp must call it."""
+        local = self.thread()
+        warp, lane = divmod(local.tid, WARP)
+        with self.lock:
+            if (local.block_index, warp) not in self.warps:
+                lanes = min(WARP, self.threads_per_block - warp * WARP)
+                self.warps[local.block_index, warp] = (threading.Barrier(lanes, timeout=SHUFFLE_WAIT_S),
+                                                       [None] * lanes)
+            barrier, values = self.warps[local.block_index, warp]
+        values[lane] = value
+        try:
+            barrier.wait()  # every lane has posted its value
+            source = lane + int(delta)
+            result = values[source] if 0 <= source < len(values) else value
+            barrier.wait()  # every lane has read before any posts again
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"cuda.shfl_down_sync: lane {lane} of warp {warp} waited {SHUFFLE_WAIT_S:g} s for the "
+                               "other lanes of its warp; every lane named in the mask must call it (a shuffle "
+                               "inside an `if` that only some lanes take, or after a `return`)") from None
+        if lane == 0:
+            with self.lock:
+                self.shuffles += 1
+        return result
 
     def thread(self):
         """The calling simulated thread's own record: its block (``block``, and ``block_index`` in the grid), its
@@ -550,6 +593,7 @@ def _counting_module_class(kernelapi, types, numpy_support):
             super().__init__(grid_dim, block_dim, dynshared_size)
             self.recorder = CountingCUDAModule.recorder
             self.recorder.grid = tuple(grid_dim)
+            self.recorder.threads_per_block = math.prod(block_dim)
             self.dynamic = np.zeros(dynshared_size, dtype=np.byte)
             self.shared_slots: dict[tuple, int] = {}
             self._counting_shared = CountingShared(self)
@@ -566,6 +610,9 @@ def _counting_module_class(kernelapi, types, numpy_support):
         def syncthreads(self):
             self.recorder.barrier(sys._getframe(1).f_lineno)
             super().syncthreads()
+
+        def shfl_down_sync(self, mask, value, delta):  # the simulator has no warp operations: the counter's own
+            return self.recorder.shuffle_down(value, delta)
 
         # Each of these passes two barriers (BlockThread.syncthreads_count and its kin).
         def syncthreads_count(self, val):
@@ -689,4 +736,4 @@ def count_accesses(kernel, blocks, threads, *arrays_and_scalars) -> AccessCounts
     shared = tuple(dict.fromkeys(a.name for a in recorder.arrays if a.memory == "shared"))
     return AccessCounts(names=tuple(names), sizes=sizes, rows=recorder.rows(), races=tuple(recorder.races),
                         race_count=recorder.race_count, blocks=grid, threads=block, shared_names=shared,
-                        divergent_barrier=recorder.divergent_barrier(block))
+                        divergent_barrier=recorder.divergent_barrier(block), shuffles=recorder.shuffles)

@@ -4,8 +4,10 @@ Nsight Compute's CSV read into the three numbers the lesson looks at.
 :func:`device_roofline` takes a device's ceilings (the FLOP/s of a float32 matrix product and the memory bandwidth)
 from the ``peaks`` a file of ``data/benchmarks/`` records for it (:mod:`gpukit.measuring.benchmark_records`), and the
 points that file measured: each matrix product as ``2 n^3`` FLOPs over ``3 * 4 n^2`` bytes, each elementwise
-``exp(x) + 3 sin(x)`` as :data:`ELEMENTWISE_FLOPS` FLOPs over 8 bytes per value. :func:`plot_roofline` draws the
-ceilings and any points on log axes.
+``exp(x) + 3 sin(x)`` as :data:`ELEMENTWISE_FLOPS` FLOPs over 8 bytes per value. Beside those (a GPU's datasheet, a
+CPU's estimate), where the file holds the bench's search for the achievable rates, the achievable ceilings
+(:func:`gpukit.measuring.roofline.achievable_ceilings`); where it does not, :attr:`Roofline.achievable` says so.
+:func:`plot_roofline` draws both roofs (the achievable one dashed, where known) and any points on log axes.
 
 :func:`ncu_metrics` reads the CSV that ``ncu --csv --page details`` prints (one row per metric and kernel launch;
 the columns ``"ID"``, ``"Kernel Name"``, ``"Section Name"``, ``"Metric Name"``, ``"Metric Unit"`` and
@@ -26,10 +28,10 @@ import re
 
 from gpukit.measuring.benchmark_records import read_benchmark_folder, results_table
 from gpukit.measuring.plots import PlainLogFormatter, style_axes
-from gpukit.measuring.roofline import gpu_limits
+from gpukit.measuring.roofline import Achievable, achievable_ceilings, gpu_limits
 
-__all__ = ["ELEMENTWISE_FLOPS", "NCU_COLUMNS", "Roofline", "device_roofline", "ncu_metrics",
-           "ncu_summary", "plot_roofline"]
+__all__ = ["ELEMENTWISE_FLOPS", "LOAD_REQUESTS", "LOAD_SECTORS", "NCU_COLUMNS", "Roofline", "device_roofline",
+           "ncu_metrics", "ncu_summary", "plot_roofline"]
 
 # exp(x) + 3 sin(x), counted as the bench's elementwise work: exp, sin, a product and a sum, each one FLOP (a
 # transcendental costs the hardware many instructions; the roofline counts the operations the program asks for).
@@ -37,6 +39,9 @@ ELEMENTWISE_FLOPS = 4
 # The columns every version of ``ncu --csv --page details`` prints, whatever others it adds (Kernel Time, Block
 # Size, Grid Size, Device, CC; the rule columns of newer versions).
 NCU_COLUMNS = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
+# ncu's counters of global loads: warp-wide requests, and the 32-byte sectors they touched.
+LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 # Factors to base units for the units ncu prints without --print-units base.
 # Factors to base units for the prefixed units ncu prints where it is not run with --print-units base
@@ -49,16 +54,35 @@ class Roofline:
     """A device's two ceilings (FLOP/s of a float32 product, bytes/s of memory), where they come from, the points
     its file measured, ``(label, intensity in FLOP/B, FLOP/s)``, and its file's ``matmul-shapes`` rows,
     ``(dtype, n, GFLOP/s)`` (the bench's sweep of sizes around multiples of 8, 64 and 128), and the date of its
-    file ("" for a datasheet's)."""
+    file ("" for a datasheet's). ``ceiling`` names the kind of the two ceilings (``"datasheet"`` for a GPU,
+    ``"estimate"`` for a CPU's estimated peak and fastest copy); ``achievable`` (an
+    :class:`~gpukit.measuring.roofline.Achievable`) holds the best the device achieved where its file has it, else
+    says why not."""
 
     def __init__(self, name: str, flops_per_s: float, bytes_per_s: float, source: str, points=(), shapes=(),
-                 date: str = ""):
+                 date: str = "", *, ceiling: str = "datasheet", achievable: Achievable | None = None):
         for what, value in (("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{what} must be a positive rate, not {value!r}")
         self.name, self.source = name, source
         self.flops_per_s, self.bytes_per_s = float(flops_per_s), float(bytes_per_s)
         self.points, self.shapes, self.date = list(points), list(shapes), date
+        self.ceiling = ceiling
+        self.achievable = achievable or Achievable(name, "float32", note="no benchmark file: the datasheet only")
+
+    def matmul_peak(self, dtype: str) -> float | None:
+        """The datasheet's FLOP/s of a matrix product in ``dtype`` on this GPU (gpukit's table of published peaks,
+        tensor-core figures for ``"bfloat16"``, ``"float16"``, ``"tf32"``); None where the table has none (a CPU,
+        a GPU it does not know, a precision it lacks)."""
+        return gpu_limits(self.name, dtype, operation="matmul").flops_per_s
+
+    def least_seconds(self, flops: float, bytes_moved: float) -> dict[str, float]:
+        """The roofline's least time of the work, ``max(flops / peak, bytes / bandwidth)``, against each ceiling
+        known: ``{self.ceiling: seconds}``, and ``"achievable"`` where the file has the achievable rates."""
+        times = {self.ceiling: max(flops / self.flops_per_s, bytes_moved / self.bytes_per_s)}
+        if self.achievable.known:
+            times["achievable"] = max(flops / self.achievable.flops_per_s, bytes_moved / self.achievable.bytes_per_s)
+        return times
 
     @property
     def ridge(self) -> float:
@@ -75,7 +99,8 @@ class Roofline:
 
     def __str__(self) -> str:
         return (f"{self.name}: {self.flops_per_s / 1e12:.3g} TFLOP/s (float32 products), "
-                f"{self.bytes_per_s / 1e9:.4g} GB/s, ridge at {self.ridge:.3g} FLOP/B; from {self.source}")
+                f"{self.bytes_per_s / 1e9:.4g} GB/s, ridge at {self.ridge:.3g} FLOP/B ({self.ceiling}); "
+                f"from {self.source}\n  {self.achievable}")
 
 
 def _chosen_file(records: dict, kind: str, gpu: str | None):
@@ -112,7 +137,9 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
         limits = gpu_limits(gpu, "float32", operation="matmul")
         if limits.flops_per_s is None or limits.bytes_per_s is None:
             return None
-        return Roofline(limits.device, limits.flops_per_s, limits.bytes_per_s, "the datasheet (no file has it)")
+        return Roofline(limits.device, limits.flops_per_s, limits.bytes_per_s, "the datasheet (no file has it)",
+                        achievable=Achievable(device, "float32", note="no benchmark file has this GPU: the "
+                                                                      "datasheet's ceilings only"))
     file, record, device, entry = chosen
     peaks = entry["peaks"]
     if not peaks.get("float32_flop_s") or not peaks.get("memory_bytes_per_s"):
@@ -131,7 +158,9 @@ def device_roofline(device: str, records: dict | None = None, *, gpu: str | None
             points.append((f"elementwise {row.size:,}", ELEMENTWISE_FLOPS / 8, flops / row.median_s))
     name = entry["name"].split(" (")[1].split(",")[0] if " (" in entry["name"] else entry["name"]
     return Roofline(name, peaks["float32_flop_s"], peaks["memory_bytes_per_s"],
-                    f"{file} (measured {record['date']})", points, sorted(shapes), record["date"])
+                    f"{file} (measured {record['date']})", points, sorted(shapes), record["date"],
+                    ceiling="datasheet" if kind == "cuda" else "estimate",
+                    achievable=achievable_ceilings(records, file, device))
 
 
 def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, float]]], *, title: str = ""):
@@ -147,8 +176,12 @@ def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, f
     high = max([roofline.ridge * 100, *(p[1] * 2 for p in every)])
     x = np.logspace(math.log10(low), math.log10(high), 200)
     ax.plot(x, [roofline.attainable(i) for i in x], color="black", linewidth=2,
-            label=f"{roofline.name}: ceilings")
+            label=f"{roofline.name}: ceilings" + (f" ({roofline.ceiling})" if roofline.achievable.known else ""))
     ax.axvline(roofline.ridge, color="grey", linestyle=":", linewidth=1)
+    best = roofline.achievable
+    if best.known:  # the best the bench achieved: a second, lower roof
+        ax.plot(x, [min(best.flops_per_s, i * best.bytes_per_s) for i in x], color="black", linewidth=1.5,
+                linestyle="--", label=f"{roofline.name}: achievable (the bench's search)")
     for marker, (group, drawn) in zip("osD^v", points.items(), strict=False):
         if not drawn:
             continue
@@ -209,8 +242,10 @@ def ncu_summary(text: str) -> list[dict]:
     """The numbers the lesson reads, for each kernel launch in ``ncu --csv --page details`` output (see
     :func:`ncu_metrics`): ``kernel``; ``bandwidth`` (DRAM bytes/s, ``dram__bytes.sum.per_second``); ``occupancy``
     (achieved, as a fraction of the warps an SM can hold); ``stall`` (the reason warps waited longest, and its
-    cycles per issued instruction), with every reason in ``stalls``; ``duration`` (seconds). None for a number
-    the output lacks."""
+    cycles per issued instruction), with every reason in ``stalls``; ``duration`` (seconds); ``load_requests`` and
+    ``load_sectors`` (the warp-wide global load requests and the 32-byte sectors they touched,
+    ``l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum`` and ``l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum``,
+    where ncu was asked for them). None for a number the output lacks."""
     summaries = []
     for launch in ncu_metrics(text).values():
         metrics = launch["metrics"]
@@ -225,5 +260,6 @@ def ncu_summary(text: str) -> list[dict]:
         summaries.append({"kernel": launch["kernel"], "bandwidth": number("dram__bytes.sum.per_second"),
                           "occupancy": None if occupancy is None else occupancy / 100,
                           "stall": max(stalls.items(), key=lambda item: item[1]) if stalls else None,
-                          "stalls": stalls, "duration": number("Duration")})
+                          "stalls": stalls, "duration": number("Duration"),
+                          "load_requests": number(LOAD_REQUESTS), "load_sectors": number(LOAD_SECTORS)})
     return summaries

@@ -156,3 +156,38 @@ def test_the_checks_batch_sizes_never_include_the_features_width():
     assert all(len(set(sizes)) == checks._BATCHES and checks._FEATURES not in sizes and min(sizes) >= 2
                for sizes in draws)
     assert len({tuple(sizes) for sizes in draws}) > 250  # fresh sizes each check
+
+
+def test_each_planted_device_mistake_is_rejected_on_the_cpu_with_what_went_wrong():
+    """The mistakes of the device that a CPU alone would not show (tests/exercises/cases/performance.py's
+    DEVICE_MISTAKES): each is a wrong answer of its exercise, and its check rejects it on this CPU for that
+    reason (the simulator's barrier order for the kernels, the meta device for the compiled function)."""
+    from tests.exercises.cases import name_of
+    from tests.exercises.cases.performance import DEVICE_MISTAKES, SOLUTIONS, WRONG_ANSWERS
+
+    for label, mistakes in DEVICE_MISTAKES.items():
+        _, context = SOLUTIONS[label]()
+        by_name = {name_of(wrong): word for wrong, word in WRONG_ANSWERS[label]()}
+        answers = {name_of(wrong): wrong for wrong, _ in WRONG_ANSWERS[label]()}
+        for name in mistakes:
+            result = check(label, answers[name], **context)
+            assert not result, f"{label}: {name} was accepted"
+            assert by_name[name] in result.message, f"{label}: {name}: {result.message}"
+
+
+def test_a_copy_to_the_host_inside_the_compiled_function_is_named_with_its_cost():
+    import torch
+
+    from tests.exercises.cases.performance import compile_for_any_batch, result_copied_to_host
+
+    result = check("ex-perf-no-recompile", result_copied_to_host, device="cpu")
+    assert not result and "right on the CPU, but given tensors on another device" in result.message
+    assert "a copy and a wait at every call" in result.message and "Cannot copy out of meta tensor" in result.message
+
+    def left_on_another_device(fn, backend):  # a result moved elsewhere without raising
+        compiled = torch.compile(fn, backend=backend, dynamic=True)
+        return lambda x, *args: compiled(x, *args).to("cpu") if x.device.type == "cpu" else torch.zeros(1)
+
+    result = check("ex-perf-no-recompile", left_on_another_device, device="cpu")
+    assert not result and "returned its result on cpu" in result.message
+    assert check("ex-perf-no-recompile", compile_for_any_batch, device="cpu")

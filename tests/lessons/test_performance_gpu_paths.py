@@ -49,8 +49,10 @@ def test_the_gpus_roofline_is_its_benchmark_file(on_gpu):
 
 
 def test_max_autotune_is_asked_for_on_a_gpu(on_gpu, monkeypatch):
+    from gpukit.topics.performance import device_roofline
+
     run_cell(cell("def median_seconds(fn, repeats=5)"), on_gpu)
-    on_gpu.update(time=time, os=__import__("os"))
+    on_gpu.update(time=time, os=__import__("os"), roof=device_roofline("cuda", gpu="H100"))
     modes = []
 
     def compile_(fn, mode=None, **kwargs):
@@ -58,10 +60,29 @@ def test_max_autotune_is_asked_for_on_a_gpu(on_gpu, monkeypatch):
         return fn
 
     monkeypatch.setattr(torch, "compile", compile_)
-    source = cell('mode="max-autotune"').replace("4096, 4096", "64, 64")
-    printed = run_cell(source, on_gpu)
+    source = cell('tuned = torch.compile(layer, mode="max-autotune")')
+    assert source.count("side_l = 4096") == 1
+    printed = run_cell(source.replace("side_l = 4096", "side_l = 64"), on_gpu)
     assert modes == ["max-autotune"]
     assert "compiling with max-autotune" in printed and "max-autotune " in printed and "eager " in printed
+    # predicted before it is timed: the layer's least time on the H100 (bfloat16 peak, HBM3), 64 x 64 here
+    assert printed.index("predicted: at least") < printed.index("eager ")
+    least = max(2 * 64**3 / 989.5e12, 3 * 2 * 64**2 / 3.35e12)
+    assert on_gpu["least_ms"] == pytest.approx(1e3 * least)
+    assert set(on_gpu["autotune_ms"]) == {"eager", "max-autotune"}
+    run_cell(cell('glue("autotune_story"'), on_gpu)
+    story = on_gpu["glue"]["autotune_story"]
+    assert story.startswith("In this run the tuned layer took") and "against a predicted least time of" in story
+
+
+def test_without_a_gpu_max_autotune_is_neither_tuned_nor_timed_and_the_prose_says_so():
+    namespace = {"device": "cpu", "glue": Glued(), "skip_unless": skip_unless}
+    run_cell(cell("dev = torch.device(device)"), namespace)
+    namespace.update(time=time, os=__import__("os"))
+    printed = run_cell(cell('tuned = torch.compile(layer, mode="max-autotune")'), namespace)
+    assert "Skipped: max-autotune tunes GPU kernels" in printed and namespace["autotune_ms"] == {}
+    run_cell(cell('glue("autotune_story"'), namespace)
+    assert namespace["glue"]["autotune_story"].startswith("This run has no CUDA GPU")
 
 
 def test_on_the_cpu_the_h100s_points_are_labelled_as_measured_there():

@@ -17,11 +17,13 @@ import shutil
 import stat
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from gpukit import skip_unless
+from gpukit.topics.performance import ncu_summary
 from tests.support.lesson_code import code_cell, run_cell
 from tests.unit.topics.test_performance import KERNEL, new_layout
 
@@ -155,7 +157,8 @@ def test_ncu_profiles_the_copy_and_the_cell_prints_its_three_numbers(lesson, gpu
     assert args[:3] == ["--csv", "--page", "details"]
     for section in ("SpeedOfLight", "Occupancy", "WarpStateStats"):
         assert ["--section", section] == args[args.index(section) - 1:args.index(section) + 1]
-    assert args[-5:] == ["-k", "copy_rows", "-c", "1", str(tmp_path / "kernels")]  # one launch of copy_rows
+    # one launch of each copy: copy_rows and its 128-bit version, copy_rows4
+    assert args[-5:] == ["-k", "regex:copy_rows", "-c", "2", str(tmp_path / "kernels")]
     assert printed == (f"{KERNEL}: DRAM 2779 GB/s, achieved occupancy 83%, main stall: long_scoreboard "
                        "(48.9 cycles per instruction)\n")
 
@@ -179,11 +182,77 @@ def test_an_ncu_that_does_not_finish_is_stopped_at_its_limit(lesson, gpu, tmp_pa
     monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
     asked = limits_scaled_down(lesson)
     printed = run_cell(cell("NCU_ARGS = ["), lesson)
-    assert printed.split() == ["ncu", *lesson["NCU_ARGS"], "-k", "copy_rows", "-c", "1", "./kernels"]
+    assert printed.split() == ["ncu", *lesson["NCU_ARGS"], "-k", "regex:copy_rows", "-c", "2", "./kernels"]
     printed = run_cell(cell("from gpukit.topics.performance import ncu_summary"), lesson)
     assert asked == [60]
     assert printed == "ncu did not finish within 1 s: stopped\n"
     assert stopped(tmp_path, "ncu")
+
+
+def test_the_copy_with_128_bit_loads_is_in_the_program_and_launched():
+    source = cell('SOURCE = r"""')
+    assert "__global__ void copy_rows4(const float4 *in, float4 *out, int n4)" in source
+    launch = "copy_rows4<<<(n/4+255)/256,256>>>((constfloat4*)in,(float4*)out,n/4);"
+    assert launch in "".join(source.split())  # launched over n / 4 float4 values, whatever the line breaks
+
+
+# ------------------------------------------------------------------------------------------ ncu on PyTorch
+TORCH_KERNEL_NAME = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, "
+                     "float, at::native::binary_internal::MulFunctor<float>>, std::array<char *, 2>>(int, T2, T3)")
+LOADS = "l1tex__t_{}_pipe_lsu_mem_global_op_ld.sum"
+TORCH_METRICS = [  # x * 2 over 2^26 floats: 2^28 bytes read, in 16-byte loads (2^24 threads, 2^19 warp requests)
+    ("GPU Speed Of Light Throughput", "Duration", "nsecond", "201,504"),
+    ("Command line profiler metrics", "dram__bytes.sum.per_second", "byte/second", "2,664,270,810,510.64"),
+    ("Command line profiler metrics", LOADS.format("requests"), "", "524,288"),
+    ("Command line profiler metrics", LOADS.format("sectors"), "sector", "8,388,608"),
+]
+
+
+def test_ncu_profiles_pytorchs_kernel_and_its_counters_sit_beside_the_simulators(lesson, gpu, tmp_path,
+                                                                                  monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    ncu = tool(tmp_path, "ncu", new_layout(TORCH_METRICS, kernel=TORCH_KERNEL_NAME))
+    monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
+    run_cell(cell("NCU_ARGS = ["), lesson)
+    run_cell(cell("TORCH_KERNEL = "), lesson)
+    lesson["ncu_summary"] = ncu_summary  # bound by the copies' ncu cell, before
+    counted = SimpleNamespace(sectors_per_request={"inp": 4.0})
+    lesson["copies"] = {"copy_coalesced": counted}  # what the simulator counted on this CPU
+    printed = run_cell(cell('sys.executable, "-c", TORCH_KERNEL'), lesson)
+    args = (tmp_path / "ncu.args").read_text().split("\n")
+    assert args[:3] == ["--csv", "--page", "details"]
+    assert args[args.index("-k") + 1] == "regex:elementwise" and args[args.index("-c") + 1] == "1"
+    python = args.index(sys.executable)  # the script's lines follow, one an argument line each
+    assert args[python + 1] == "-c" and "y = x * 2  # one elementwise kernel" in args[python + 2:]
+    metrics = args[args.index("--metrics") + 1].split(",")
+    assert metrics == ["dram__bytes.sum.per_second", LOADS.format("requests"), LOADS.format("sectors")]
+    assert printed == (f"{TORCH_KERNEL_NAME[:60]}...\n  DRAM 2664 GB/s, 524,288 load requests, 16.0 sectors a "
+                       "request, 100% of each sector's bytes used\n"
+                       "the simulator's copy_coalesced: 4.0 sectors a request of 4-byte loads\n")
+
+
+def test_without_a_gpu_the_pytorch_profile_skips_and_the_simulators_counts_remain(lesson, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    compile_cell(lesson, monkeypatch, None)
+    run_cell(cell("NCU_ARGS = ["), lesson)
+    run_cell(cell("TORCH_KERNEL = "), lesson)
+    lesson["ncu_summary"] = ncu_summary  # bound by the copies' ncu cell, before
+    lesson["copies"] = {}
+    printed = run_cell(cell('sys.executable, "-c", TORCH_KERNEL'), lesson)
+    assert printed == "Skipped: ncu needs a CUDA GPU and the tool: the command is above\n"
+
+
+def test_an_ncu_refused_the_counters_on_pytorch_says_so(lesson, gpu, tmp_path, monkeypatch):
+    compile_cell(lesson, monkeypatch, None)
+    refused = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
+    ncu = tool(tmp_path, "ncu", refused, code=1)
+    monkeypatch.setattr(shutil, "which", lambda name: ncu if name == "ncu" else None)
+    run_cell(cell("NCU_ARGS = ["), lesson)
+    run_cell(cell("TORCH_KERNEL = "), lesson)
+    lesson["ncu_summary"] = ncu_summary  # bound by the copies' ncu cell, before
+    lesson["copies"] = {}
+    printed = run_cell(cell('sys.executable, "-c", TORCH_KERNEL'), lesson)
+    assert printed.startswith("ncu gave no metrics:") and "ERR_NVGPUCTRPERM" in printed
 
 
 # ------------------------------------------------------------------------------------------ nvcc

@@ -4,7 +4,7 @@ gpukit/exercises/performance.py, for tests/exercises/test_every_exercise.py.
 ex-perf-predict-softmax is a prediction, ``predicted_ms(peak_flops, bandwidth)``: its wrong answers are the classic
 miscounts. ex-perf-no-recompile returns a compiled function: its wrong answers recompile for new sizes (the default
 compiles twice, ``dynamic=False`` once per size), compile nothing, or compute something else; the wasteful ones are
-right and recompile.
+right and recompile, and two copy to the host inside (right on a CPU, rejected on the meta device).
 
 The kernel exercises (ex-perf-transpose-tiled, ex-perf-transpose-padded, ex-perf-block-sum): wrong: no bounds guard,
 swapped indices, a missing cuda.syncthreads(), a sum stored one block early. Wasteful (right values, graded down on
@@ -122,6 +122,16 @@ def raising(fn, backend):
     raise RuntimeError("not written yet")
 
 
+def result_copied_to_host(fn, backend):  # compiles once, right values, but the result comes back to the host
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return lambda x, *args: compiled(x, *args).cpu()
+
+
+def input_copied_to_host(fn, backend):  # the input goes to the host before the compiled call: a copy a call
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return lambda x, *args: compiled(x.cpu(), *args)
+
+
 _OTHER_SOLUTIONS = {
     "ex-perf-predict-softmax": lambda: (predicted_ms, {"device": pick_device(), **SOFTMAX}),
     "ex-perf-no-recompile": lambda: (compile_for_any_batch, {"device": pick_device()}),
@@ -142,9 +152,37 @@ _OTHER_WRONG_ANSWERS = {
         (compiled_doubled, "values differ"),
         (raising, "not written yet"),
         ("compile_for_any_batch", "expected your function itself"),
+        # right on a CPU; on the meta device (a device without values) the copy to the host raises
+        (result_copied_to_host, "copies to the host"),
+        (input_copied_to_host, "copies to the host"),
     ],
 }
 
 
 SOLUTIONS = {**_KERNEL_SOLUTIONS, **_OTHER_SOLUTIONS}
 WRONG_ANSWERS = {**_KERNEL_WRONG_ANSWERS, **_OTHER_WRONG_ANSWERS}
+
+# The mistakes of the device that a CPU alone would not show, which the checks reject on any machine: a barrier
+# missing or skipped (the counter orders the simulator's shared-memory accesses by the barriers each thread passed),
+# and a copy to the host inside compiled code (the check runs the answer on PyTorch's meta device too).
+DEVICE_MISTAKES = {
+    "ex-perf-transpose-tiled": {
+        "transpose_padded_without_barrier": "left out cuda.syncthreads() between filling the tile and reading it, "
+                                            "so a thread can read a value another has not yet written",
+    },
+    "ex-perf-transpose-padded": {
+        "transpose_padded_without_barrier": "left out cuda.syncthreads() between filling the padded tile and "
+                                            "reading it back down its columns",
+    },
+    "ex-perf-block-sum": {
+        "block_sums_barrier_in_the_branch": "put cuda.syncthreads() inside `if t < step:`, so half the block "
+                                            "never reaches the barrier the other half waits at",
+        "block_sums_without_barrier": "added pairs without a cuda.syncthreads() between the steps of the tree",
+    },
+    "ex-perf-no-recompile": {
+        "result_copied_to_host": "called .cpu() on the compiled function's result, a copy to the host and a "
+                                 "wait at every call on a GPU",
+        "input_copied_to_host": "moved the input to the host (.cpu()) before calling the compiled function, "
+                                "so the work leaves the GPU",
+    },
+}

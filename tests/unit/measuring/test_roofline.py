@@ -220,3 +220,41 @@ def test_without_torchs_uuid_only_a_single_gpu_node_gives_its_link(monkeypatch):
     two = [*one, "GPU-66666666-2222-3333-4444-555555555555, 4, 16"]
     monkeypatch.setattr(machine, "nvidia_smi_query", lambda fields, index=None: two)
     assert link_limits("cuda:0").kind == "none"
+
+
+# ------------------------------------------------------------------------------------------ achievable ceilings
+def test_a_file_with_an_achievable_section_gives_both_rates_and_where_they_were_found():
+    from tests.support.achievable_records import ACHIEVED_COPY, ACHIEVED_FLOPS, with_achievable
+
+    records, name = with_achievable()
+    best = roofline.achievable_ceilings(records, name, "cuda:0")
+    assert best.known and best.flops_per_s == pytest.approx(ACHIEVED_FLOPS)
+    assert best.bytes_per_s == pytest.approx(ACHIEVED_COPY)
+    assert name in best.found and "8192 x 8192 x 8192 (search)" in best.found and best.note == ""
+    assert "60.3 TFLOP/s" in str(best) and "2848 GB/s" in str(best)
+
+
+def test_a_file_written_before_the_search_says_so_and_holds_no_rate():
+    from gpukit.measuring.benchmark_records import read_benchmark_folder
+    from tests.support.achievable_records import h100_file
+
+    records = read_benchmark_folder()
+    name = h100_file(records)
+    assert "achievable" not in records[name]["devices"]["cuda:0"]  # the book's first H100 run
+    best = roofline.achievable_ceilings(records, name, "cuda:0")
+    assert not best.known and best.flops_per_s is None and best.bytes_per_s is None
+    assert "has no achievable section" in best.note and "its peaks only" in str(best)
+    with pytest.raises(ValueError, match="has no device 'cuda:7'"):
+        roofline.achievable_ceilings(records, name, "cuda:7")
+
+
+def test_a_section_without_the_precision_says_which_rate_it_lacks():
+    from tests.support.achievable_records import with_achievable
+
+    records, name = with_achievable()
+    section = records[name]["devices"]["cuda:0"]["achievable"]
+    section["not_measured"]["float32"] = "the search ran out of time"
+    del section["matmul"]["float32"]
+    best = roofline.achievable_ceilings(records, name, "cuda:0")
+    assert not best.known and best.bytes_per_s is not None
+    assert "no float32 product rate (the search ran out of time)" in best.note

@@ -272,3 +272,40 @@ def test_without_numba_it_says_what_to_install(k, monkeypatch):
     with pytest.raises(ModuleNotFoundError, match="Numba is not installed: pip install numba-cuda"):
         count_accesses(CUDADispatcher(k.copy), 1, 32, np.zeros(4), np.zeros(4))
     assert NO_NUMBA == "Numba is not installed: pip install numba-cuda"
+
+
+@pytest.fixture(scope="module")
+def shuffles():
+    use_cuda_simulator()
+    pytest.importorskip("numba")
+    from tests.support import numba_shuffle_kernels
+
+    return numba_shuffle_kernels
+
+
+def test_a_shuffle_takes_the_value_of_the_lane_delta_above_and_keeps_its_own_past_the_end(shuffles):
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    counts = count_accesses(shuffles.lanes_read_down, 1, 64, x, out)
+    want = np.concatenate([np.r_[w + 3:w + 32, w + 29:w + 32] for w in (0, 32)]).astype(np.float32)
+    assert out.tolist() == want.tolist()  # each warp on its own: lane 31 never reads the next warp's lane 2
+    assert counts.shuffles == 2 and "2 warp shuffles" in counts.table()
+    assert counts.sectors_per_request["x"] == 4  # the shuffle is no memory access: the load stays coalesced
+
+
+def test_a_reduction_whose_last_step_is_warp_shuffles_sums_each_block(shuffles):
+    x = np.random.default_rng(1).standard_normal(200).astype(np.float32)
+    out = np.zeros(2, np.float32)
+    counts = count_accesses(shuffles.block_sums_shuffled, 2, shuffles.THREADS, x, out)
+    want = [x[:128].sum(dtype=np.float64), x[128:].sum(dtype=np.float64)]
+    assert np.allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert counts.shuffles == 2 * 5  # one warp a block, offsets 16, 8, 4, 2, 1
+    assert counts.race_count == 0 and counts.divergent_barrier is None
+    assert counts.stores["out"] == 2
+
+
+def test_a_shuffle_some_lanes_skip_is_an_error_not_a_hang(shuffles, monkeypatch):
+    monkeypatch.setattr(memory_access, "SHUFFLE_WAIT_S", 0.5)
+    x = np.ones(32, np.float32)
+    with pytest.raises(RuntimeError, match="every lane named in the mask must call it"):
+        count_accesses(shuffles.shuffle_on_half_a_warp, 1, 32, x, np.zeros(32, np.float32))

@@ -104,6 +104,23 @@ def test_each_launch_is_its_own_summary_and_missing_numbers_are_none():
     assert first["kernel"] == KERNEL and second["kernel"] == "fill(float *, int)"
     assert second["bandwidth"] is None and second["occupancy"] is None and second["stall"] is None
     assert second["duration"] == pytest.approx(193_248e-9)
+    assert first["load_requests"] is None and first["load_sectors"] is None  # not asked for
+
+
+def test_the_global_load_counters_are_read_where_ncu_was_asked_for_them():
+    from gpukit.topics.performance import LOAD_REQUESTS, LOAD_SECTORS
+
+    metrics = [*METRICS, ("Command line profiler metrics", LOAD_REQUESTS, "", "524,288"),
+               ("Command line profiler metrics", LOAD_SECTORS, "sector", "8,388,608")]
+    [summary] = ncu_summary(new_layout(metrics))
+    assert summary["load_requests"] == 524_288 and summary["load_sectors"] == 8_388_608
+
+
+def test_a_gpus_roofline_knows_its_datasheets_product_peaks_by_precision():
+    h100 = device_roofline("cuda", gpu="H100")
+    assert h100.matmul_peak("bfloat16") == pytest.approx(989.5e12)
+    assert h100.matmul_peak("float32") == pytest.approx(67e12)
+    assert device_roofline("cpu").matmul_peak("bfloat16") is None  # no datasheet for a CPU
 
 
 def test_a_rule_row_is_not_a_metric_and_text_values_stay_text():
@@ -180,3 +197,34 @@ def test_attainable_is_the_lower_of_the_two_ceilings_and_the_plot_draws_them():
     plt.close(fig)
     with pytest.raises(ValueError, match="bytes_per_s"):
         Roofline("a device", 1e12, 0, "a test")
+
+
+def test_a_file_with_achievable_rates_draws_both_roofs_and_times_against_each():
+    from tests.support.achievable_records import ACHIEVED_COPY, with_achievable
+
+    records, _ = with_achievable()
+    roof = device_roofline("cuda", records, gpu="H100")
+    assert roof.ceiling == "datasheet" and roof.achievable.known
+    memory_bound = roof.least_seconds(1e6, 1e9)  # 0.001 FLOP/B: the bandwidths decide
+    assert memory_bound == pytest.approx({"datasheet": 1e9 / 3.35e12, "achievable": 1e9 / ACHIEVED_COPY})
+    fig = roof.plot({"here": [("x", 1.0, 1e12)]})
+    lines = fig.axes[0].get_lines()
+    dashed = [line for line in lines if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and max(dashed[0].get_ydata()) == pytest.approx(0.9 * 67e12)
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["NVIDIA H100 80GB HBM3: ceilings (datasheet)",
+                          "NVIDIA H100 80GB HBM3: achievable (the bench's search)"]
+    plt.close(fig)
+
+
+def test_without_an_achievable_section_one_roof_and_the_reason_is_printed():
+    roof = device_roofline("cuda", gpu="H100")  # the book's file, from before the search
+    assert not roof.achievable.known and list(roof.least_seconds(1e6, 1e9)) == ["datasheet"]
+    assert "has no achievable section" in str(roof)
+    fig = roof.plot({})
+    assert not [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    plt.close(fig)
+    cpu = device_roofline("cpu")
+    assert cpu.ceiling == "estimate" and not cpu.achievable.known
+    datasheet_only = device_roofline("cuda", gpu="NVIDIA A100-SXM4-80GB")
+    assert "no benchmark file has this GPU" in datasheet_only.achievable.note
