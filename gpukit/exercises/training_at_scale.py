@@ -9,13 +9,18 @@
   them), which must fall to at most a third of the plain run's; the loss and every gradient must match the plain
   run's; and a forward hook on each block records the order in which blocks run again during the backward pass,
   which must be the reverse of the forward order, one block at a time (one checkpoint around the whole stack
-  saves as little but brings every block's activations back at once: wasteful).
+  saves as little but brings every block's activations back at once: wasteful). Then the answer runs once more
+  on the meta device (shapes, no data, on any machine), where what a CPU alone would hide shows: a tensor made
+  on the host beside the device's (``torch.zeros(x.shape)`` without ``device=``) raises, and so does a value
+  brought back to the host (``.cpu()``, ``.item()``, ``float()``), which on a GPU waits for the device.
 - ``ex-scale-fully-shard`` (device code): ``shard_model(model, mesh)``, run on a model of the check's own (blocks in
   ``model.blocks``, a final ``model.head``) inside a process group: the one that exists, else a one-process group that
   the check makes (gloo, or NCCL bound to the lesson's GPU for a CUDA device; rendezvous through a file, both backends
-  on the loopback interface) and destroys, with a device mesh of the lesson's device type over it. Every parameter
-  must be a DTensor sharded on dim 0 over that mesh (without ``mesh=``, fully_shard makes a mesh of the machine's
-  accelerator, which is not the lesson's device where a GPU machine runs the lesson on its CPU); every block and the
+  on the loopback interface) and destroys, with a device mesh of the lesson's device type over it, its one dimension
+  named ``"shard"``. Every parameter must be a DTensor sharded on dim 0 over that mesh, told by its device type and
+  its dimension's name (without ``mesh=``, fully_shard makes a mesh of its own, of the machine's accelerator, which
+  is not the lesson's device where a GPU machine runs the lesson on its CPU; that mesh's dimension has no name, so
+  the mistake shows on a CPU-only machine too); every block and the
   root must be FSDP units; gathering one unit (``unshard``) must bring back exactly that unit's parameters (a block's
   own, or for the root only the head's), so that no unit gathers the whole model; after a forward pass the blocks'
   parameters must be sharded again (``reshard_after_forward=False`` keeps them whole: wasteful); and the output must
@@ -23,6 +28,15 @@
 - ``ex-scale-ring-bytes`` (a number): the bytes each of 16 ranks sends in one FSDP2 step of a 1.3e9-parameter
   model in bfloat16: two all-gathers and one reduce-scatter, 3 x 15/16 x 2.6e9. DDP's all-reduce, the whole
   tensor, and forgetting a collective are named.
+- ``ex-scale-step-flops`` (a number): the FLOPs of one training step of a 1.3e9-parameter transformer (24 layers of
+  width 2048) on 16 sequences of 2048 tokens, by PaLM's count: (6 N + 12 L d s) per token, times every token of
+  the batch. The forward pass alone, the backward pass alone, the attention left out, and the count per token, per
+  sequence or per batch row (tokens, sequence length or batch forgotten) are named.
+- ``ex-scale-comm-tokens`` (a number): the tokens per GPU at which an FSDP2 step's communication (two all-gathers
+  and a reduce-scatter of bfloat16 parameters, (N - 1) / N of them each, over a 400 Gb/s link each way) takes as
+  long as its arithmetic (6 P T at 400 TFLOP/s), on 8 ranks: (N - 1) / N x R / W = 7000. The answers that forget
+  (N - 1) / N, count DDP's two collectives or one, count the forward pass only, take float32, read 400 Gb/s as
+  bytes or add both directions are named.
 """
 
 from __future__ import annotations
@@ -180,7 +194,36 @@ def _checkpoints_each_block(answer, device) -> str | None:
         return (f"during the backward pass the blocks ran again in the order {again}: several blocks are recomputed "
                 "together (one checkpoint around more than one block), so their activations all come back at "
                 "once and the peak is not lowered. Checkpoint each block on its own.")
+    off = _off_the_device(answer)
+    if off:
+        return off
     _kept(answer, out)
+    return None
+
+
+def _off_the_device(answer) -> str | None:
+    """The answer run once on the meta device, where a tensor made on the host, or a value brought back to it,
+    raises on any machine (on a CPU-only one the host and the device are one, so nothing else would show them)."""
+    import torch
+
+    blocks, x = _blocks_and_data("cpu")
+    blocks, x = blocks.to("meta"), x.to("meta")
+    try:
+        out = answer(blocks, x)
+    except Exception as error:  # the reader's code: say which kind of mistake, by what the meta device refused
+        text = str(error)
+        if "Cannot copy out of meta" in text or "item()" in text or "numpy" in text:
+            return ("your function brings a value back to the host (.cpu(), .item(), float(), .numpy() or a print "
+                    "of a tensor): on a GPU each such call waits for the device, and a tensor moved to the host "
+                    "leaves the device's computation. Keep every tensor on x's device.")
+        if "device" in text:
+            return ("your function mixes the device's tensors with one made on the host (a torch.zeros, "
+                    "torch.ones or torch.tensor without device=...): on a GPU that is a device mismatch. Make "
+                    "every new tensor on x.device, or leave it out.")
+        return _raised("on the meta device (shapes only) your function", error) + "."
+    if isinstance(out, torch.Tensor) and out.device.type != "meta":
+        return (f"for x on the meta device your function returned a tensor on {out.device.type}: the output "
+                "must stay on x's device.")
     return None
 
 
@@ -195,6 +238,7 @@ def _plain_output(device):
 
 # -------------------------------------------------------------------------------------------- ex-scale-fully-shard
 _SHARD_WIDTH, _SHARD_DEPTH = 16, 3
+_MESH_NAMES = ("shard",)
 
 
 def _shardable_model(device):
@@ -291,7 +335,8 @@ def _sharded_per_block(answer, device) -> str | None:
     with torch.no_grad():
         expected = model(x)
     with _process_group(device):
-        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+        # Its dimension named: a mesh that fully_shard makes by itself (no mesh=) has none, on any machine.
+        mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),), mesh_dim_names=_MESH_NAMES)
         try:
             returned = answer(model, mesh)
         except Exception as error:  # the reader's code: report whatever it raised
@@ -307,11 +352,13 @@ def _sharded_per_block(answer, device) -> str | None:
         if any(p.placements != (Shard(0),) for p in model.parameters()):
             return "every parameter should be sharded on its first dimension (Shard(0)), as fully_shard does."
         # Compared by device type: FSDP2 and DTensor may hand back an equal mesh made earlier, not the same object.
-        others = sorted({p.device_mesh.device_type for p in model.parameters()} - {mesh.device_type})
+        given = (mesh.device_type, mesh.mesh_dim_names)
+        others = sorted({p.device_mesh.device_type for p in model.parameters()
+                         if (p.device_mesh.device_type, p.device_mesh.mesh_dim_names) != given})
         if others:
-            return (f"some parameters are sharded over a mesh of {', '.join(others)} devices, not the mesh you were "
-                    "given: pass mesh=mesh to every fully_shard call (without it, fully_shard takes the machine's "
-                    "accelerator, which need not be the device the lesson runs on).")
+            return (f"some parameters are sharded over a mesh of fully_shard's own making ({others[0]} devices), not "
+                    "the mesh you were given: pass mesh=mesh to every fully_shard call (without it, fully_shard "
+                    "takes the machine's accelerator, which need not be the device the lesson runs on).")
         if not isinstance(model, FSDPModule):
             return "the root is not an FSDP unit: call fully_shard(model) after the blocks."
         units = [m for m in model.blocks if isinstance(m, FSDPModule)]
@@ -371,6 +418,50 @@ _RING_MISTAKES = {
 }
 
 
+# -------------------------------------------------------------------------------------------- ex-scale-step-flops
+_N, _LAYERS, _D_MODEL, _SEQUENCE, _BATCH = 1.3e9, 24, 2048, 2048, 16
+_ATTENTION = 12 * _LAYERS * _D_MODEL * _SEQUENCE  # per token: scores, and their use on the values, forward and back
+_BATCH_TOKENS = _BATCH * _SEQUENCE
+STEP_FLOPS = (6 * _N + _ATTENTION) * _BATCH_TOKENS
+
+_FLOPS_MISTAKES = {
+    6 * _N * _BATCH_TOKENS: ("that is 6 x parameters x tokens without attention: the products of queries with keys "
+                             "and of the scores with values have no parameters, and add 12 x layers x width x "
+                             "sequence length per token."),
+    STEP_FLOPS / 3: ("that is the forward pass alone (2 FLOPs per parameter and token): the backward pass computes "
+                     "two gradients per product, twice the forward's work."),
+    2 * STEP_FLOPS / 3: "that is the backward pass alone: add the forward pass (a third of the step).",
+    2 * _N * _BATCH_TOKENS: ("that is the forward pass alone, and without attention: the backward pass does twice the "
+                             "forward's work."),
+    6 * _N + _ATTENTION: "that is the count per token: multiply by every token of the batch.",
+    (6 * _N + _ATTENTION) * _BATCH: ("that counts one token per sequence: each of the 16 sequences has 2048 tokens "
+                                     "(the batch's tokens are batch x sequence length)."),
+    (6 * _N + _ATTENTION) * _SEQUENCE: ("that is one sequence's tokens: the batch holds 16 sequences (tokens are "
+                                        "batch x sequence length)."),
+    6 * _N * _BATCH: "that counts one token per sequence, and no attention: tokens are batch x sequence length.",
+}
+
+
+# ------------------------------------------------------------------------------------------- ex-scale-comm-tokens
+_COMM_RANKS, _COMM_RATE, _COMM_LINK = 8, 400e12, 400e9 / 8  # ranks, FLOP/s, bytes/s each way (400 Gb/s)
+# Communication 3 (N - 1)/N x 2 P / W equals compute 6 P T / R where T = (N - 1)/N x R / W.
+TOKENS_TO_HIDE = (_COMM_RANKS - 1) / _COMM_RANKS * BF16 * _COMM_RATE / (2 * _COMM_LINK)
+
+_TOKENS_MISTAKES = {
+    _COMM_RATE / _COMM_LINK: ("that leaves out (N - 1) / N: in a ring each rank sends (N - 1) / N of the tensor per "
+                              "collective, its own chunk never leaves it."),
+    2 / 3 * TOKENS_TO_HIDE: ("that counts two collectives (DDP's all-reduce); FSDP2 all-gathers the parameters twice "
+                             "(forward and backward) and reduce-scatters the gradients: three."),
+    1 / 3 * TOKENS_TO_HIDE: "that counts one collective; an FSDP2 step makes three.",
+    3 * TOKENS_TO_HIDE: ("that sets the communication against the forward pass alone (2 P T FLOPs): the step's "
+                         "arithmetic, backward pass included, is 6 P T."),
+    2 * TOKENS_TO_HIDE: "the parameters and gradients travel in bfloat16: 2 bytes each, not 4.",
+    TOKENS_TO_HIDE / 8: "400 Gb/s is in bits: 50 GB/s, eight times fewer bytes per second.",
+    TOKENS_TO_HIDE / 2: ("the link's 400 Gb/s is each way, and a ring sends and receives at once: the time is the "
+                         "bytes sent over one direction's bandwidth, not over both added."),
+}
+
+
 register(
     Exercise("ex-scale-bytes-per-param", lambda: float(BYTES_PER_PARAM), method=_named_mistake(_BYTES_MISTAKES),
              rtol=1e-9, writes="a number"),
@@ -380,4 +471,8 @@ register(
              result=_output_of, writes="device code"),
     Exercise("ex-scale-ring-bytes", lambda: SENT_PER_RANK, method=_named_mistake(_RING_MISTAKES), rtol=1e-3,
              writes="a number"),
+    Exercise("ex-scale-step-flops", lambda: STEP_FLOPS, method=_named_mistake(_FLOPS_MISTAKES, rtol=1e-3), rtol=1e-3,
+             writes="a number"),
+    Exercise("ex-scale-comm-tokens", lambda: TOKENS_TO_HIDE, method=_named_mistake(_TOKENS_MISTAKES, rtol=1e-3),
+             rtol=1e-3, writes="a number"),
 )

@@ -1,4 +1,4 @@
-"""ex-scale-fully-shard's process group on a CUDA device, run on the CPU.
+"""ex-scale-fully-shard's process group on a CUDA device, run on the CPU; and the chapter's planted device mistakes.
 
 Where the lesson's device is a CUDA GPU the check makes a one-process NCCL group inside the learner's kernel, right
 there in the notebook, and nbval (and `make gpu-check`) runs the solution's check right after the learner's, in the
@@ -10,7 +10,14 @@ accelerator's type, an index, below the device count), notes what the process lo
 makes the group with gloo instead. The tests show that the group is NCCL, bound to the lesson's GPU (the current
 device while it exists, as FSDP2 places a CUDA mesh's shards on the current device), on the loopback interface,
 rendezvous through a file, and that it is gone afterwards with the kernel as it was: a later cell can make
-another."""
+another.
+
+The planted device mistakes (``DEVICE_MISTAKES`` of tests/exercises/cases/training_at_scale.py): every device-code
+exercise of the chapter has some; each is a wrong answer that computes the right thing on a CPU-only machine (the
+checkpoint mistakes give the solution's output, gradients, saved bytes and recomputation order; a mesh left out
+shards over CPU devices, as the given mesh does) and that the check still rejects there, by running the answer on
+the meta device or by the name of its mesh's dimension (tests/exercises/test_planted_device_mistakes.py shows the
+rejections)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import torch.distributed as dist
 
 from gpukit.exercises import training_at_scale as scale
 from gpukit.topics.distributed import loopback_interface
+from tests.exercises.cases import training_at_scale as cases
 
 GPUS = 2
 
@@ -128,3 +136,51 @@ def test_a_gpu_error_at_the_end_still_ends_the_group_and_puts_the_device_back(nc
             pass
     assert not dist.is_initialized() and gpus.current == 0
     assert "NCCL_SOCKET_IFNAME" not in os.environ
+
+
+# ------------------------------------------------------------------------------------------ planted device mistakes
+def _wrong_answer(label: str, name: str):
+    """The wrong answer of WRONG_ANSWERS[label] whose function is called ``name``, with the word its message must
+    contain."""
+    found = [(answer, word) for answer, word in cases.WRONG_ANSWERS[label]()
+             if getattr(answer, "__name__", None) == name]
+    assert len(found) == 1, f"{label}: DEVICE_MISTAKES names {name}, which WRONG_ANSWERS does not hold once"
+    return found[0]
+
+
+# That the check rejects each planted mistake on the CPU is tests/exercises/test_planted_device_mistakes.py's to show;
+# here: that a CPU alone would not have shown it.
+@pytest.mark.parametrize("name", list(cases.DEVICE_MISTAKES["ex-scale-checkpoint"]))
+def test_a_checkpoint_mistake_of_the_device_computes_the_right_thing_on_the_cpu(name):
+    """What a CPU alone sees of each: the same output and gradients as the solution's, the same saved bytes, the
+    blocks recomputed one at a time. Only the meta run tells it apart."""
+    answer, _ = _wrong_answer("ex-scale-checkpoint", name)
+    blocks, x = scale._blocks_and_data("cpu")
+    out, loss, saved, grads, again = scale._step(answer, blocks, x, watch_backward=True)
+    right = scale._step(cases.checkpointed_forward, blocks, x, watch_backward=True)
+    torch.testing.assert_close(out, right[0])
+    torch.testing.assert_close(loss, right[1])
+    for mine, theirs in zip(grads, right[3], strict=True):
+        torch.testing.assert_close(mine, theirs)
+    assert saved <= scale._MOST_SHARE * scale._step(scale._plain, blocks, x)[2]
+    assert again == right[4] == list(reversed(range(scale._DEPTH)))
+    assert scale._off_the_device(answer) is not None
+    assert scale._off_the_device(cases.checkpointed_forward) is None
+
+
+@pytest.mark.parametrize("name", list(cases.DEVICE_MISTAKES["ex-scale-fully-shard"]))
+def test_a_mesh_left_out_shards_over_a_mesh_of_the_same_device_type_on_the_cpu(name):
+    """On a CPU-only machine fully_shard's own mesh is of CPU devices, as the given one is: the device type cannot
+    tell them apart, the name of the check's mesh dimension does."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    answer, _ = _wrong_answer("ex-scale-fully-shard", name)
+    model, _ = scale._shardable_model("cpu")
+    with scale._process_group("cpu"):
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=scale._MESH_NAMES)
+        answer(model, mesh)
+        meshes = {(p.device_mesh.device_type, p.device_mesh.mesh_dim_names) for p in model.parameters()}
+    assert {device_type for device_type, _ in meshes} == {"cpu"}
+    assert ("cpu", scale._MESH_NAMES) in meshes or name == "_no_mesh"
+    assert any(names != scale._MESH_NAMES for _, names in meshes)

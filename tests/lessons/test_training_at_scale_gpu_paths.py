@@ -16,7 +16,16 @@ with what they need forced or stood in for.
 - the CUBLAS_WORKSPACE_CONFIG cell on a GPU prints the last line of the child's error, or says that there was
   none;
 - the FSDP2 job's cells on a simulated GPU node (tests/support/gpu_node, with torch's accelerator API answering as
-  a CUDA build does): its gloo ranks train, and none of them touches the GPU.
+  a CUDA build does): its gloo ranks train, and none of them touches the GPU;
+- the MFU cells (the step's FLOPs, the achievable rate of the block's product, the plain and checkpointed steps)
+  on a stand-in H100, where every timing waits for the device and the MFU is set against the datasheet's peak; the
+  hidden sentences on MFU, on checkpointing's time and on the alpha-beta fit follow every outcome;
+- the hang on NCCL, where a barrier is an all-reduce of one value matched by order without a size check: a model
+  of that matching over the calls that hang.py's ``step`` makes shows that the rank which skipped the all-reduce
+  finishes its step silently while the other waits, and the hang's cells, run with stand-in ranks that behave so,
+  say it (and keep what a rank printed right after the line the notebook waited for);
+- the FSDP2 script's ``train`` on a rank's GPU (stand-in counters) resets the allocator's peak before its first step
+  and reports the maximum after its last, per rank; on gloo's CPU ranks it reports none.
 """
 
 from __future__ import annotations
@@ -533,3 +542,183 @@ def test_the_fsdp2_job_on_a_gpu_node_keeps_its_gloo_ranks_off_the_gpu(tmp_path, 
         assert not used, f"CPU ranks used the GPU:\n{used}"
     assert printed.startswith("2 processes ran here"), printed
     run_cell(cell("np.testing.assert_allclose(fsdp_losses"), namespace)  # DDP's losses, and FSDP2's
+
+
+# -------------------------------------------------------------------------------- MFU and checkpointing's time
+def test_the_mfu_and_checkpoint_time_cells_run_on_cuda(fake_cuda):
+    """The step's FLOPs, the product's achievable rate, the plain and checkpointed steps and the hidden MFU sentence,
+    on a stand-in H100 at the CPU's reduced scale: every timing waits for the device, and the MFU is set against the
+    datasheet's float32 peak."""
+    namespace = {"device": "cuda", "glue": Glued()}
+    run(cell("class Block(nn.Module):").replace("(1024, 8192, 8) if on_gpu else ", ""), namespace)
+    namespace.update(width=32, tokens=64, depth=2)
+    namespace["blocks"] = torch.nn.ModuleList(namespace["Block"](32) for _ in range(2))
+    namespace["x"] = torch.randn(64, 32)
+    for marker in ("def run_blocks(blocks, x):", "def run_checkpointed(blocks, x):"):
+        run(cell(marker), namespace)
+    printed = "".join(run_cell(cell(marker), namespace) for marker in (
+        "step_flops = 6 * n_params * tokens", "product = benchmark(torch.matmul", "def train_step(forward):"))
+    assert "parameters x 64 tokens" in printed and "of the achievable rate" in printed, printed
+    assert ("synchronize", "cuda") in fake_cuda.log or any(entry[0] == "synchronize" for entry in fake_cuda.log)
+    run(gluing(lesson(LESSON), "mfu_story"), namespace)
+    story = namespace["glue"]["mfu_story"]
+    assert story.startswith("an MFU of") and "datasheet float32 peak of 67,000 GFLOP/s" in story, story
+    printed = run_cell(cell("ckpt_step = benchmark("), namespace)
+    assert "x the plain step (predicted 1.33)" in printed
+    run(gluing(lesson(LESSON), "ckpt_story"), namespace)
+    assert namespace["glue"]["ckpt_story"]
+
+
+@pytest.mark.parametrize("peak, achievable, words", [
+    (None, 1e9, "knows no peak"),
+    (types.SimpleNamespace(flops_per_s=5e8), 1e9, "faster than the peak estimated"),
+    (types.SimpleNamespace(flops_per_s=2e9), 1e9, "an MFU of 25% against the estimated float32 peak of 2 GFLOP/s"),
+])
+def test_the_mfu_sentence_follows_every_outcome(monkeypatch, peak, achievable, words):
+    from gpukit.core import peaks
+
+    monkeypatch.setattr(peaks, "device_peak", lambda device, dtype, operation: peak)
+    glued = Glued()
+    namespace = {"glue": glued, "device": "cpu", "step_flops": 1e8, "predicted_step": 0.1,
+                 "achievable": achievable, "plain_step": types.SimpleNamespace(median=0.2, flops_per_s=5e8)}
+    run(gluing(lesson(LESSON), "mfu_story"), namespace)
+    assert words in glued["mfu_story"], glued["mfu_story"]
+    assert glued["of_achievable"] == format(100 * 5e8 / achievable, ".0f")
+
+
+@pytest.mark.parametrize("ratio, words", [(0.5, "faster than the plain step"), (1.0, "no slower"),
+                                          (1.1, "less than predicted"), (1.3, "close to the prediction"),
+                                          (2.0, "more than one more forward")])
+def test_the_checkpoint_time_sentence_follows_every_outcome(ratio, words):
+    glued = Glued()
+    namespace = {"glue": glued, "plain_step": types.SimpleNamespace(median=0.1),
+                 "ckpt_step": types.SimpleNamespace(median=0.1 * ratio)}
+    run(gluing(lesson(LESSON), "ckpt_story"), namespace)
+    assert words in glued["ckpt_story"]
+
+
+@pytest.mark.parametrize("times, words", [([1e-4, 3e-4, 2e-3], "Below about"), ([1e-5, 1e-4, 2e-3], "no positive")])
+def test_the_latency_sentence_follows_every_fit(times, words):
+    import pandas as pd
+
+    glued = Glued()
+    namespace = {"glue": glued, "costs": pd.DataFrame({
+        "ranks": [2, 2, 2], "op": ["all_reduce"] * 3, "bytes": [2**16, 2**19, 2**22],
+        "sent per rank": [2**16, 2**19, 2**22], "seconds": times})}
+    run_cell(cell('pair = costs.query("ranks == 2 and op == \'all_reduce\'")'), namespace)
+    run(gluing(lesson(LESSON), "latency_story"), namespace)
+    assert glued["latency_story"].startswith("The fit") == (words == "no positive")
+    assert words in glued["latency_story"]
+
+
+# ------------------------------------------------------------------------------------------ a hang on NCCL
+def hang_script() -> str:
+    return cell('%%writefile "{scripts}/hang.py"').split("\n", 1)[1]
+
+
+def calls_of_the_step(rank: int) -> list[tuple[str, int]]:
+    """The collectives hang.py's ``step`` makes on ``rank`` in the job's own group: (operation, values sent)."""
+    import ast
+
+    tree = ast.parse(hang_script())
+    step = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "step")
+    calls: list[tuple[str, int]] = []
+    recorder = types.SimpleNamespace(all_reduce=lambda tensor, group=None: calls.append(("all_reduce", tensor.numel())),
+                                     barrier=lambda group=None: calls.append(("barrier", 0)))
+    namespace = {"rank": rank, "grads": torch.ones(1000), "dist": recorder}
+    run(ast.unparse(step), namespace)
+    namespace["step"]("the job's group")
+    return calls
+
+
+def matched(calls: dict[int, list[tuple[str, int]]], *, barrier_is_all_reduce: bool, compare_sizes: bool):
+    """Which ranks finish their step, as a backend that matches collectives by their order would have it: the i-th
+    collective of every rank is one collective. NCCL's barrier is an all-reduce of one value, and NCCL compares no
+    sizes; a rank finishes when each of its calls found a partner on every rank (and, where compared, the same)."""
+    as_sent = {rank: [("all_reduce", 1) if barrier_is_all_reduce and op == "barrier" else (op, n) for op, n in made]
+               for rank, made in calls.items()}
+    finished = set()
+    for rank, made in as_sent.items():
+        ok = True
+        for i, (op, n) in enumerate(made):
+            partners = [others[i] if i < len(others) else None for others in as_sent.values()]
+            if any(p is None or p[0] != op or (compare_sizes and p[1] != n) for p in partners):
+                ok = False
+                break
+        if ok:
+            finished.add(rank)
+    return finished
+
+
+def test_on_nccl_the_rank_that_skips_the_all_reduce_may_pass_silently():
+    """A barrier on NCCL is an all-reduce of one value, matched by order without a size check: rank 1's barrier
+    partners rank 0's all-reduce, rank 1 finishes its step, and rank 0 waits in its barrier for nobody. On gloo (and
+    in the checked group) the operations differ, and neither rank finishes."""
+    calls = {rank: calls_of_the_step(rank) for rank in (0, 1)}
+    assert calls == {0: [("all_reduce", 1000), ("barrier", 0)], 1: [("barrier", 0)]}
+    assert matched(calls, barrier_is_all_reduce=True, compare_sizes=False) == {1}
+    assert matched(calls, barrier_is_all_reduce=True, compare_sizes=True) == set()
+    assert matched(calls, barrier_is_all_reduce=False, compare_sizes=False) == set()
+
+
+STAND_IN_NCCL_HANG = """
+import sys, time
+rank = int(sys.argv[1])
+print(f"rank {rank}, checked: Detected mismatch between collectives on ranks.", flush=True)
+print(f"rank {rank} pid 1: in the step", flush=True)
+if rank == 1:  # its barrier was taken as the partner of rank 0's all-reduce
+    print("rank 1: done", flush=True)
+    sys.exit(0)
+time.sleep(0.5)
+print('  File "hang.py", line 25 in step', flush=True)
+print("RuntimeError: Watchdog caught collective operation timeout", flush=True)
+sys.exit(1)
+"""
+
+
+def test_the_hang_cells_say_when_one_rank_passed_silently_as_on_nccl(tmp_path, monkeypatch):
+    """The hang's cells with ranks that behave as NCCL's may (the model above): rank 1 finishes, rank 0 times out.
+    The hidden sentence says so instead of 'Both ranks ended with an error'."""
+    namespace = {"scripts": tmp_path, **the_plan(monkeypatch, gpus=2), "glue": Glued()}
+    run("import os, re, subprocess, sys, textwrap, time\nfrom gpukit.topics.distributed import worker_env\n",
+        namespace)
+    run(cell("def start_ranks(script, n, **env):"), namespace)
+    (tmp_path / "hang.py").write_text(STAND_IN_NCCL_HANG + "\n" * 20)
+    printed = run_cell(cell('hung = start_ranks(scripts / "hang.py", 2)'), namespace)
+    assert printed.count(", checked:") == 2, printed
+    assert run_cell(cell("for line in reached:"), namespace).count(": in the step") == 2
+    printed = run_cell(cell("texts = outputs(hung, 60)"), namespace)
+    assert "rank 0 waited at line 25" in printed, printed
+    run(gluing(lesson(LESSON), "hang_ended"), namespace)
+    assert namespace["glue"]["hang_ended"].startswith("Rank 1 finished its step as if nothing were wrong, while "
+                                                      "rank 0 ended with an error")
+
+
+# -------------------------------------------------------------------------------- the allocator's peak per rank
+def test_the_fsdp2_script_reports_each_ranks_allocator_peak_on_cuda(tmp_path, monkeypatch):
+    """``train`` on a rank's GPU (a stand-in: torch.cuda's peak counters, in a one-process gloo group) resets the
+    allocator's peak before the first step and reports its maximum after training; on the CPU it reports none."""
+    from gpukit.exercises.training_at_scale import _process_group
+
+    script = script_module(tmp_path, '%%writefile "{scripts}/fsdp_vs_ddp.py"', "fsdp_module")
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(f"synchronize {device}"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: calls.append(f"reset {device}"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: calls.append(f"peak {device}") or 4096)
+    real_step = torch.optim.Adam.step
+
+    def step(self, *args, **kwargs):
+        calls.append("step")
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    x = torch.randn(script.TOKENS, script.WIDTH)
+    with _process_group("cpu"):
+        on_gpu = script.train(script.make_model("cpu"), x, torch.device("cuda", 1))
+        on_cpu = script.train(script.make_model("cpu"), x, torch.device("cpu"))
+    assert on_gpu["peak bytes"] == 4096 and on_cpu["peak bytes"] is None
+    first_step = calls.index("step")
+    assert calls[:first_step] == ["synchronize cuda:1", "reset cuda:1"], calls
+    assert calls.count("peak cuda:1") == 1 and calls.index("peak cuda:1") == first_step + script.STEPS, calls
+    assert calls[first_step + script.STEPS + 1:] == ["step"] * script.STEPS  # the CPU's: no counter at all
+    assert json.dumps(on_gpu)  # printed as JSON by the rank
