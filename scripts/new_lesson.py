@@ -3,10 +3,10 @@
 It writes every file a lesson needs, each following the book's conventions (CONTRIBUTING.md, "Lesson
 conventions"), so that `make test LESSON=NN` passes at once:
 
-- ``notebooks/NN-NAME.ipynb``: the title, the setup cell (scripts/setup_cell.py), the device and stamp cell, the
+- ``notebooks/<NN>-<name>.ipynb``: the title, the setup cell (scripts/setup_cell.py), the device and stamp cell, the
   "In this lesson" block, one section with one exercise (its hint, the learner's cell, its solution) and the key
   points;
-- ``chapters/NN-NAME.md``, the prose page, and its entry with the notebook under it in ``_toc.yml``;
+- ``chapters/<NN>-<name>.md``, the prose page, and its entry with the notebook under it in ``_toc.yml``;
 - ``gpukit/exercises/<name>.py``, the exercise's expected answer, and ``tests/exercises/cases/<name>.py``, its
   solution, its wrong answers and its planted device mistake;
 - the lesson's section in ``chapters/instructor-notes.md`` and its row in the instructor guide's schedule
