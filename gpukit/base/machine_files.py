@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+FIELD_KINDS = ("text", "count", "positive", "fraction", "object")  # RecordChecker.value's
 
 
 def file_name(text: str) -> str:
@@ -84,22 +85,23 @@ class RecordChecker:
 
     def value(self, field: str, value, kind: str) -> None:
         optional, kind = kind.endswith("?"), kind.rstrip("?")
+        if kind not in FIELD_KINDS:
+            raise ValueError(f"{kind!r} is not a field kind: one of {', '.join(FIELD_KINDS)}")  # a schema's typo
         if value is None:
             if not optional:
                 self.fail(field, "must not be null")
             return
         number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        problem = {
-            "text": None if isinstance(value, str) and value.strip() else f"must be a non-empty string, not {value!r}",
-            "count": None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else
-            f"must be a whole number >= 1, not {value!r}",
-            "positive": None if number and value > 0 else f"must be a positive number, not {value!r}",
-            "fraction": None if number and value >= 0 else
-            f"must be a number >= 0 (or null where no peak is known), not {value!r}",
-            "object": None if isinstance(value, dict) else f"must be a JSON object, not {type(value).__name__}",
-        }[kind]
-        if problem:
-            self.fail(field, problem)
+        if kind == "text" and not (isinstance(value, str) and value.strip()):
+            self.fail(field, f"must be a non-empty string, not {value!r}")
+        if kind == "count" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            self.fail(field, f"must be a whole number >= 1, not {value!r}")
+        if kind == "positive" and not (number and value > 0):
+            self.fail(field, f"must be a positive number, not {value!r}")
+        if kind == "fraction" and not (number and value >= 0):
+            self.fail(field, f"must be a number >= 0 (or null where no peak is known), not {value!r}")
+        if kind == "object" and not isinstance(value, dict):
+            self.fail(field, f"must be a JSON object, not {type(value).__name__}")
 
     def fields(self, field: str, value, spec: Mapping[str, str], extra_allowed: bool = False) -> None:
         """``value`` is an object holding each key of ``spec`` with its kind (and, unless allowed, no other)."""

@@ -13,6 +13,7 @@ Not to be confused with :mod:`gpukit.base.arguments`, which checks the arguments
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import math
 import pkgutil
@@ -213,10 +214,16 @@ NOT_CHAPTERS = {"checking"}
 
 def all_exercises() -> dict[str, Exercise]:
     """The registry, every chapter's module imported (once) so that each exercise is in it."""
+    _import_the_chapters()
+    return EXERCISES
+
+
+@functools.cache
+def _import_the_chapters() -> None:
+    """Import each chapter's module, listed from this folder: once per process, not at every check."""
     for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if not module.name.startswith("_") and module.name not in NOT_CHAPTERS:
             importlib.import_module(f"{__package__}.{module.name}")
-    return EXERCISES
 
 
 def check(label: str, answer, **context) -> CheckResult:

@@ -146,14 +146,7 @@ def _optimiser_outside(model, optimiser, x, y):
 
 
 def returning_the_loss_read_on_the_host(model, optimiser, x, y):  # the lesson's log kept: a wait every step
-    optimiser.zero_grad()
-    with record_function("forward"):
-        loss = nn.functional.mse_loss(model(x), y)
-    with record_function("backward"):
-        loss.backward()
-    with record_function("optimiser"):
-        optimiser.step()
-    return loss.item()
+    return train_step_in_ranges(model, optimiser, x, y).item()
 
 
 def _without_zero_grad(model, optimiser, x, y):  # gradients pile up from step to step
