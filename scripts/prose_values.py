@@ -28,15 +28,13 @@ Notebooks are written as the repository stores them (JSON with an indent of 1, k
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
-from pathlib import Path
 
-# The notebooks' folder and their text as stored (nbstripout's form), as scripts/setup_cell.py writes them
-# (scripts/ is on the path when a script there runs, and the tests put it there).
-from setup_cell import NOTEBOOKS, ROOT, notebook_text
+# The command line, the report and the notebooks' text as stored (nbstripout's form), as scripts/setup_cell.py has
+# them (scripts/ is on the path when a script there runs, and the tests put it there).
+from setup_cell import arguments, checked, notebook_text, shown
 
 KEY = "user_expressions"  # the cell metadata jupyterlab-myst reads (src/userExpressions.ts, metadataSection)
 MARK = {"written_by": "scripts/prose_values.py"}  # each entry's result.metadata: not a kernel's result
@@ -134,33 +132,22 @@ def with_entries(nb: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--check", action="store_true", help="exit status 1 if a notebook's entries differ")
-    action.add_argument("--write", action="store_true", help="write the entries into every notebook")
-    parser.add_argument("notebooks", nargs="*", type=Path, help="the notebooks (default: notebooks/*.ipynb)")
-    args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    args, paths = arguments(__doc__, argv, "exit status 1 if a notebook's entries differ",
+                            "write the entries into every notebook")
     wrong, written = [], 0
     for path in paths:
         nb = json.loads(path.read_text(encoding="utf-8"))
         found = problems(nb)
         if not found:
             continue
-        shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
         if args.write:
             path.write_text(notebook_text(with_entries(nb)), encoding="utf-8")
             written += 1
-            print(f"{shown}: wrote the {KEY} of {len(found)} Markdown cell(s)")
+            print(f"{shown(path)}: wrote the {KEY} of {len(found)} Markdown cell(s)")
         else:
-            wrong.extend(f"{shown}: {line}" for line in found)
-    if wrong:
-        print("\n".join(wrong))
-        print(f"{len(wrong)} Markdown cell(s) differ; run `python scripts/prose_values.py --write` to fix them")
-        return 1
-    if not written:
-        print(f"{len(paths)} notebook(s) checked: every {{eval}} expression has its placeholder")
-    return 0
+            wrong.extend(f"{shown(path)}: {line}" for line in found)
+    return checked(wrong, "Markdown cell(s)", "prose_values.py", None if written else
+                   f"{len(paths)} notebook(s) checked: every {{eval}} expression has its placeholder")
 
 
 if __name__ == "__main__":

@@ -143,15 +143,37 @@ def notebook_text(nb: dict) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def shown(path: Path) -> Path:
+    """A notebook's path as a contributor reads it: relative to the checkout where it is inside it."""
+    return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+
+
+def checked(wrong: list[str], what: str, script: str, all_right: str | None) -> int:
+    """The end of a check: each difference and how to fix them all (exit status 1), else ``all_right`` (0)."""
+    if wrong:
+        print("\n".join(wrong))
+        print(f"{len(wrong)} {what} differ; run `python scripts/{script} --write` to fix them")
+        return 1
+    if all_right:
+        print(all_right)
+    return 0
+
+
+def arguments(doc: str, argv: list[str] | None, check: str, write: str) -> tuple[argparse.Namespace, list[Path]]:
+    """A notebook script's command line, ``--check`` or ``--write`` over some notebooks, and the notebooks."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--check", action="store_true", help="exit status 1 if a notebook's setup cell differs")
-    action.add_argument("--write", action="store_true", help="insert or update the setup cell in every notebook")
+    action.add_argument("--check", action="store_true", help=check)
+    action.add_argument("--write", action="store_true", help=write)
     parser.add_argument("notebooks", nargs="*", type=Path, help="the notebooks (default: notebooks/*.ipynb)")
     args = parser.parse_args(argv)
+    return args, args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, paths = arguments(__doc__, argv, "exit status 1 if a notebook's setup cell differs",
+                            "insert or update the setup cell in every notebook")
     source = setup_cell_source(*config_repository())
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
     wrong, differing = [], 0
     for path in paths:
         nb = json.loads(path.read_text(encoding="utf-8"))
@@ -159,19 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         if why is None:
             continue
         differing += 1
-        shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
         if args.write:
             path.write_text(notebook_text(with_setup_cell(nb, source)), encoding="utf-8")
-            print(f"{shown}: wrote the setup cell ({why})")
+            print(f"{shown(path)}: wrote the setup cell ({why})")
         else:
-            wrong.append(f"{shown}: {why}")
-    if wrong:
-        print("\n".join(wrong))
-        print(f"{len(wrong)} notebook(s) differ; run `python scripts/setup_cell.py --write` to fix them")
-        return 1
-    if not differing:
-        print(f"{len(paths)} notebook(s) checked: every setup cell is the generated one")
-    return 0
+            wrong.append(f"{shown(path)}: {why}")
+    return checked(wrong, "notebook(s)", "setup_cell.py",
+                   None if differing else f"{len(paths)} notebook(s) checked: every setup cell is the generated one")
 
 
 if __name__ == "__main__":
