@@ -33,8 +33,10 @@ def test_run_cells_keeps_each_cells_output_and_stderr_apart(tmp_path):
         lesson_cells("02-parallel-cpu.ipynb", "no cell has this line")
 
 
-# The scheduler answers heartbeats 3 s late, so that every worker has one in flight when the cluster closes:
-# the race that printed a worker's traceback under chapter 2's closing cell on the H100, made certain.
+# The scheduler answers a worker's heartbeat only once that worker is gone, so that every worker has one in flight
+# when the cluster closes (the race that printed a worker's traceback under chapter 2's closing cell on the H100),
+# and the scheduler then meets a heartbeat from a worker it no longer knows (its warning reached stderr on a loaded
+# machine): both races of the closing, made certain.
 SLOW_HEARTBEATS = """
 import asyncio
 import time
@@ -51,7 +53,10 @@ def start_answering_heartbeats_late(self, *args, **kwargs):
     answer = self.handlers["heartbeat_worker"]
 
     async def late(*args, **kwargs):
-        await asyncio.sleep(3)
+        for _ in range(200):  # at most 10 s
+            if kwargs.get("address") not in self.workers:
+                break
+            await asyncio.sleep(0.05)
         return answer(*args, **kwargs)
 
     self.handlers["heartbeat_worker"] = late
