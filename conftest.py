@@ -287,18 +287,18 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
         "slow: 7 s, processes run into a 5 s timeout",
     "tests/book/test_slurm_templates.py::test_site_file_stops_the_processes_that_name_a_folder_and_no_others":
         "slow: 5 s, processes are started and stopped by the site file",
-    "tests/lessons/test_jax_lesson_08.py::test_every_rate_of_a_float32_product_is_a_float32_rate_or_says_it_is_not":
+    "tests/lessons/test_jax_gpu_paths.py::test_every_rate_of_a_float32_product_is_a_float32_rate_or_says_it_is_not":
         "slow: 4 core-seconds, the lesson's JAX cells in a child Python",
-    "tests/lessons/test_jax_lesson_08.py::test_the_default_precision_story_has_a_sentence_for_each_outcome":
+    "tests/lessons/test_jax_gpu_paths.py::test_the_default_precision_story_has_a_sentence_for_each_outcome":
         "slow: 5 core-seconds, the lesson's JAX cells in a child Python",
-    "tests/lessons/test_kernels_lesson_gpu_paths.py::test_numba_cells_skip_with_the_cause_and_fix_where_"
+    "tests/lessons/test_writing_kernels_gpu_paths.py::test_numba_cells_skip_with_the_cause_and_fix_where_"
     "numba_cudas_target_fails":
         "slow: 2 core-seconds, runs the lesson's kernels in child Pythons",
-    "tests/lessons/test_kernels_lesson_gpu_paths.py::test_the_timing_cells_time_the_gpus_work_with_do_bench_events":
+    "tests/lessons/test_writing_kernels_gpu_paths.py::test_the_timing_cells_time_the_gpus_work_with_do_bench_events":
         "slow: 13 core-seconds, runs the lesson's kernels in child Pythons",
-    "tests/lessons/test_kernels_lesson_gpu_paths.py::test_where_numba_works_the_check_says_so_and_the_kernels_run":
+    "tests/lessons/test_writing_kernels_gpu_paths.py::test_where_numba_works_the_check_says_so_and_the_kernels_run":
         "slow: 3 core-seconds, runs the lesson's kernels in child Pythons",
-    "tests/lessons/test_kernels_lesson_gpu_paths.py::test_with_a_gpu_required_the_lesson_stops_at_the_"
+    "tests/lessons/test_writing_kernels_gpu_paths.py::test_with_a_gpu_required_the_lesson_stops_at_the_"
     "check_with_the_sentence":
         "slow: 2 core-seconds, runs the lesson's kernels in child Pythons",
     "tests/lessons/test_performance_compile.py::test_torch_logs_show_each_recompilation_with_its_guard_and_the_"

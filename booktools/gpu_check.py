@@ -96,7 +96,7 @@ GPU_TESTS = (
     "tests/unit/topics/test_extensions.py",
     # Numba's real CUDA target (not the simulator) and chapter 9's GPU timing cells.
     "tests/unit/topics/test_simulators.py",
-    "tests/lessons/test_kernels_lesson_gpu_paths.py",
+    "tests/lessons/test_writing_kernels_gpu_paths.py",
 )
 # Each step's estimate on one GPU node, with the lessons' exercise solutions, which gpu-check runs after each
 # exercise: the order steps start in and the plan's estimate. For lessons 00-15, the seconds each took on the

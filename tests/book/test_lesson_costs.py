@@ -1,7 +1,7 @@
 """make bench's table of each lesson's test cost (tests/support/lesson_costs.py): every kind of a lesson's test is
 found from its id, and what belongs to no one lesson is the rest."""
 
-from tests.support.lesson_costs import attribute, cost_table, lesson_of_file, markdown
+from tests.support.lesson_costs import attribute, cost_table, lesson_of_file, lesson_of_test, markdown
 
 LESSONS = {"03-cupy": {"ex-cupy-launch", "ex-cupy-saxpy"}, "09-writing-kernels": {"ex-kernels-launch"}}
 CHAPTERS = {"03-cupy": {"cupy"}, "09-writing-kernels": {"kernels"}}
@@ -35,6 +35,15 @@ def test_a_test_file_belongs_to_the_one_lesson_it_names():
     assert lesson_of_file('LESSON = "09-writing-kernels.ipynb"', LESSONS) == "09-writing-kernels"
     assert lesson_of_file("03-cupy and 09-writing-kernels", LESSONS) is None
     assert lesson_of_file("no lesson here", LESSONS) is None
+
+
+def test_a_test_of_a_file_about_several_lessons_belongs_to_the_lesson_it_names():
+    assert lesson_of_test("tests/lessons/test_predictions.py::test_claims[03-cupy/h100]", LESSONS) == "03-cupy"
+    assert lesson_of_test("tests/lessons/test_x.py::test_writing_kernels_times_a_launch", LESSONS) \
+        == "09-writing-kernels"
+    assert lesson_of_test("tests/lessons/test_x.py::test_y[03-cupy-09-writing-kernels]", LESSONS) is None  # two
+    assert lesson_of_test("tests/lessons/test_x.py::test_cupy_sizes", LESSONS) == "03-cupy"
+    assert lesson_of_test("tests/lessons/test_x.py::test_nothing_named", LESSONS) is None
 
 
 def test_the_table_adds_each_lesson_and_the_rest():

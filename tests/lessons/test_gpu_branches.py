@@ -26,6 +26,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.support import lesson_code
 from tests.support.booktoc import ROOT
 from tests.support.lesson_solutions import as_tested
 
@@ -82,12 +83,8 @@ torch.cuda.device_count = lambda: 0
 
 @pytest.fixture(scope="module")
 def ipython_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("gpu-branches-ipython")
-    startup = folder / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-smaller-sizes.py").write_text(SMALLER_SIZES, encoding="utf-8")
-    (startup / "01-torch-without-cuda.py").write_text(TORCH_WITHOUT_CUDA, encoding="utf-8")
-    return folder
+    return lesson_code.ipython_dir(tmp_path_factory.mktemp("gpu-branches-ipython"), {
+        "00-smaller-sizes.py": SMALLER_SIZES, "01-torch-without-cuda.py": TORCH_WITHOUT_CUDA})
 
 
 def printed(nb) -> str:

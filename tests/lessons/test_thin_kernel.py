@@ -23,6 +23,7 @@ from packaging.requirements import Requirement
 
 from tests.support.booktoc import ROOT
 from tests.support.device_probe import skip_where_the_gpu_cannot_work
+from tests.support.lesson_code import ipython_dir
 from tests.support.lesson_solutions import as_tested
 
 OPTIONAL = ("jax", "jaxlib", "cupy", "cupyx", "ray", "dask", "distributed", "ipyparallel", "myst_nb", "numba",
@@ -119,11 +120,7 @@ def test_the_expected_skips_are_found_in_the_lessons():
 
 @pytest.fixture(scope="module")
 def thin_ipython_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("thin-ipython")
-    startup = folder / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-hide-optional-libraries.py").write_text(HIDE_AT_STARTUP, encoding="utf-8")
-    return folder
+    return ipython_dir(tmp_path_factory.mktemp("thin-ipython"), {"00-hide-optional-libraries.py": HIDE_AT_STARTUP})
 
 
 def printed(nb) -> str:

@@ -198,7 +198,7 @@ class StandInEvent:
 class _Missing:
     def __getattr__(self, name):
         raise AttributeError(f"the stand-in {type(self).__name__} has no {name!r}, which this Triton asked for: "
-                             "add it to STAND_IN_DEVICE in tests/lessons/test_kernels_lesson_gpu_paths.py")
+                             "add it to STAND_IN_DEVICE in tests/lessons/test_writing_kernels_gpu_paths.py")
 
 
 class StandInDeviceInterface(_Missing):
@@ -260,6 +260,16 @@ def REPORT():
 def namespace_times(names, name):
     return list(names.get(name, {}).values())
 '''
+# One call between two events, read with or without synchronising first: two of the wrong timings below.
+EVENTS_AROUND_ONE_CALL = '''
+def gpu_seconds(fn, *args):
+    device = triton.runtime.driver.active.get_device_interface()
+    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
+    start.record()
+    fn(*args)
+    end.record()
+{synchronise}    return start.elapsed_time(end) / 1e3
+'''
 # Wrong ways to write the lesson's `gpu_seconds`, each run in place of it by the add timing cell (with `gpu` true):
 # the checks below must refuse every one, for the reason named.
 WRONG_TIMINGS = {
@@ -289,25 +299,9 @@ def gpu_seconds(fn, *args):
 def gpu_seconds(fn, *args):
     return triton.testing.do_bench(lambda: fn(*args), return_mode="median")
 ''', "not do_bench's milliseconds / 1000"),
-    "events read without synchronising": ('''
-def gpu_seconds(fn, *args):
-    device = triton.runtime.driver.active.get_device_interface()
-    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    end.record()
-    return start.elapsed_time(end) / 1e3
-''', "cudaErrorNotReady"),
-    "events, synchronised, but no warm-up and no flush": ('''
-def gpu_seconds(fn, *args):
-    device = triton.runtime.driver.active.get_device_interface()
-    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    end.record()
-    device.synchronize()
-    return start.elapsed_time(end) / 1e3
-''', "not timed by triton.testing.do_bench"),
+    "events read without synchronising": (EVENTS_AROUND_ONE_CALL.format(synchronise=""), "cudaErrorNotReady"),
+    "events, synchronised, but no warm-up and no flush": (EVENTS_AROUND_ONE_CALL.format(
+        synchronise="    device.synchronize()\n"), "not timed by triton.testing.do_bench"),
 }
 # Runs, after the lesson's cells, the add timing cell once with each wrong `gpu_seconds`, each in a copy of the
 # lesson's namespace; keeps the lesson's own benches first.

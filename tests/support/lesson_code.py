@@ -9,7 +9,8 @@ copy of it.
   stand-in CUDA device, ...; returns what it printed) and :func:`run` (returns the namespace), with
   :class:`Glued` standing in for gpukit's ``glue``.
 - Running it in a child Python, as a kernel would, with what the test forces in its environment:
-  :func:`run_cells` (what each cell printed, and all of stderr, which a page would show).
+  :func:`run_cells` (what each cell printed, and all of stderr, which a page would show); running a whole lesson in
+  a Jupyter kernel that first runs start-up files of the test's: :func:`ipython_dir` (the kernel's IPYTHONDIR).
 """
 
 from __future__ import annotations
@@ -160,3 +161,13 @@ def run_cells(sources: list[str], folder: Path, env: dict[str, str] | None = Non
     parts = _MARK.split(done.stdout.split("\n<<end>>")[0])
     outputs = [parts[i + 1] for i in range(1, len(parts) - 1, 2)]
     return CellRun(outputs, done.stdout, done.stderr, done.returncode)
+
+
+def ipython_dir(folder: Path, startup: dict[str, str]) -> Path:
+    """``folder`` made an IPython folder (a kernel's IPYTHONDIR) whose default profile runs each start-up file of
+    ``startup`` (file name: code, run in the order of the names) before any cell."""
+    files = folder / "profile_default" / "startup"
+    files.mkdir(parents=True)
+    for name, code in startup.items():
+        (files / name).write_text(code, encoding="utf-8")
+    return folder

@@ -8,8 +8,9 @@ A test belongs to a lesson when it is:
 - the lesson's thin-kernel run (``tests/lessons/test_thin_kernel.py::...[...NN-name.ipynb...]``): "thin kernel";
 - a check of one of the lesson's exercises (``test_every_exercise.py::...[ex-label]`` and the other tests of the
   ``tests/exercises/test_<chapter>.py`` whose checks the lesson calls): "exercises";
-- a test under ``tests/lessons/`` whose file names this lesson's notebook and no other's: "lesson tests" (its GPU
-  paths run on the CPU, its predictions, its cells in child Pythons).
+- a test under ``tests/lessons/`` whose file names this lesson's notebook and no other's, or, in a file of several
+  lessons, that :func:`lesson_of_test` finds this lesson's: "lesson tests" (its GPU paths run on the CPU, its
+  predictions, its cells in child Pythons).
 
 Everything else is "the rest", by folder: the book's pages, the site and the hub, the Slurm templates, gpukit's
 and booktools' unit tests. A lesson's cost is what adding one like it adds to `make test`.
@@ -30,6 +31,15 @@ def lesson_of_file(text: str, lessons: Iterable[str]) -> str | None:
     """The one lesson (a notebook's stem, "09-writing-kernels") a test file's text names, or None where it names
     none or several."""
     named = {stem for stem in lessons if stem in text}
+    return named.pop() if len(named) == 1 else None
+
+
+def lesson_of_test(nodeid: str, lessons: Iterable[str]) -> str | None:
+    """The one lesson (a notebook's stem) that a test of a file about several lessons is about: the lesson its
+    parameters name (``test_predictions.py::test_x[09-writing-kernels/h100]``), or whose topic its name begins with
+    (``test_writing_kernels_...``); None where that is none or several."""
+    name, _, params = nodeid.partition("::")[2].partition("[")
+    named = {stem for stem in lessons if stem in params or name.startswith(f"test_{stem[3:].replace('-', '_')}_")}
     return named.pop() if len(named) == 1 else None
 
 
@@ -55,8 +65,10 @@ def attribute(nodeid: str, lessons: Mapping[str, set[str]], chapters: Mapping[st
         found = [stem for stem, names in chapters.items() if chapter in names]
         if len(found) == 1:
             return found[0], "exercises"
-    if parts[:2] == ("tests", "lessons") and lesson_files.get(Path(path).name):
-        return lesson_files[Path(path).name], "lesson tests"
+    if parts[:2] == ("tests", "lessons"):
+        lesson = lesson_files.get(Path(path).name) or lesson_of_test(nodeid, lessons)
+        if lesson:
+            return lesson, "lesson tests"
     return "/".join(parts[:2]) if len(parts) > 2 else path, "the rest"
 
 

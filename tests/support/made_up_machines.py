@@ -1,4 +1,4 @@
-"""The made-up machines the prediction tests (tests/test_predict_lesson_*.py) run the lessons' prediction cells on,
+"""The made-up machines the prediction tests (tests/lessons/test_predictions.py) run the lessons' prediction cells on,
 so that every predicted figure in them can be worked out by hand.
 
 - :data:`CPUINFO` and the fixture ``made_up_cpu``: a 4-core AVX2 CPU at 2 GHz, whose float32 peak gpukit estimates

@@ -4,8 +4,11 @@ exercises (tests/exercises/cases/performance.py).
 
 Imported only after the simulator is switched on (where there is no CUDA GPU). The kernels are module-level
 functions that reach ``cuda`` as a global on purpose: Numba's simulator swaps the ``cuda`` of a kernel's globals for
-its own. The sizes are the lesson's: a transpose block is (TILE, ROWS) threads, each thread moving TILE / ROWS
-elements; the block sums use blocks of THREADS threads.
+its own. The steps that the solutions and most wrong answers share (filling a transpose's tile and storing it, a
+block sum's loads and its tree) are module-level device functions, which count_accesses runs on the simulator with
+the kernel where numba's target is a real GPU; each wrong answer writes out in full only the step it gets wrong.
+The sizes are the lesson's: a transpose block is (TILE, ROWS) threads, each thread moving TILE / ROWS elements; the
+block sums use blocks of THREADS threads.
 """
 
 import numpy as np
@@ -84,6 +87,30 @@ def double_through_a_device_function(x, out):
 
 
 # ------------------------------------------------------------------------------------------------- the transposes
+# The two halves of a tiled transpose, as device functions the kernels below share (where numba's CUDA target is
+# the real one, count_accesses runs them on the simulator with the kernel: gpukit.topics.memory_access).
+@cuda.jit(device=True)
+def fill_tile(inp, tile):
+    """The block's tile of inp, read along its rows (coalesced loads), past the edges left out."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x = cuda.blockIdx.x * TILE + tx
+    y = cuda.blockIdx.y * TILE + ty
+    for j in range(0, TILE, ROWS):
+        if x < inp.shape[1] and y + j < inp.shape[0]:
+            tile[ty + j, tx] = inp[y + j, x]
+
+
+@cuda.jit(device=True)
+def store_tile(tile, out):
+    """The tile read down its columns into the transposed block of out (coalesced stores), past the edges left out."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x = cuda.blockIdx.y * TILE + tx
+    y = cuda.blockIdx.x * TILE + ty
+    for j in range(0, TILE, ROWS):
+        if x < out.shape[1] and y + j < out.shape[0]:
+            out[y + j, x] = tile[tx, ty + j]
+
+
 @cuda.jit
 def transpose_naive(inp, out):
     x = cuda.blockIdx.x * TILE + cuda.threadIdx.x  # along a row of inp: coalesced loads, strided stores
@@ -96,35 +123,17 @@ def transpose_naive(inp, out):
 @cuda.jit
 def transpose_tiled(inp, out):
     tile = cuda.shared.array((TILE, TILE), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    x = cuda.blockIdx.x * TILE + tx
-    y = cuda.blockIdx.y * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < inp.shape[1] and y + j < inp.shape[0]:
-            tile[ty + j, tx] = inp[y + j, x]
+    fill_tile(inp, tile)
     cuda.syncthreads()
-    x = cuda.blockIdx.y * TILE + tx
-    y = cuda.blockIdx.x * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < out.shape[1] and y + j < out.shape[0]:
-            out[y + j, x] = tile[tx, ty + j]
+    store_tile(tile, out)
 
 
 @cuda.jit
 def transpose_padded(inp, out):
     tile = cuda.shared.array((TILE, TILE + 1), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    x = cuda.blockIdx.x * TILE + tx
-    y = cuda.blockIdx.y * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < inp.shape[1] and y + j < inp.shape[0]:
-            tile[ty + j, tx] = inp[y + j, x]
+    fill_tile(inp, tile)
     cuda.syncthreads()
-    x = cuda.blockIdx.y * TILE + tx
-    y = cuda.blockIdx.x * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < out.shape[1] and y + j < out.shape[0]:
-            out[y + j, x] = tile[tx, ty + j]
+    store_tile(tile, out)
 
 
 @cuda.jit
@@ -145,13 +154,9 @@ def transpose_padded_without_guard(inp, out):
 @cuda.jit
 def transpose_padded_swapped(inp, out):
     tile = cuda.shared.array((TILE, TILE + 1), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    x = cuda.blockIdx.x * TILE + tx
-    y = cuda.blockIdx.y * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < inp.shape[1] and y + j < inp.shape[0]:
-            tile[ty + j, tx] = inp[y + j, x]
+    fill_tile(inp, tile)
     cuda.syncthreads()
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     x = cuda.blockIdx.y * TILE + tx
     y = cuda.blockIdx.x * TILE + ty
     for j in range(0, TILE, ROWS):
@@ -162,13 +167,9 @@ def transpose_padded_swapped(inp, out):
 @cuda.jit
 def transpose_padded_reading_twice(inp, out):
     tile = cuda.shared.array((TILE, TILE + 1), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    x = cuda.blockIdx.x * TILE + tx
-    y = cuda.blockIdx.y * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < inp.shape[1] and y + j < inp.shape[0]:
-            tile[ty + j, tx] = inp[y + j, x]
+    fill_tile(inp, tile)
     cuda.syncthreads()
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     x = cuda.blockIdx.y * TILE + tx
     y = cuda.blockIdx.x * TILE + ty
     for j in range(0, TILE, ROWS):
@@ -180,51 +181,49 @@ def transpose_padded_reading_twice(inp, out):
 @cuda.jit
 def transpose_padded_without_barrier(inp, out):
     tile = cuda.shared.array((TILE, TILE + 1), float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    x = cuda.blockIdx.x * TILE + tx
-    y = cuda.blockIdx.y * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < inp.shape[1] and y + j < inp.shape[0]:
-            tile[ty + j, tx] = inp[y + j, x]
-    x = cuda.blockIdx.y * TILE + tx  # no cuda.syncthreads(): other threads' tile elements may not be there yet
-    y = cuda.blockIdx.x * TILE + ty
-    for j in range(0, TILE, ROWS):
-        if x < out.shape[1] and y + j < out.shape[0]:
-            out[y + j, x] = tile[tx, ty + j]
+    fill_tile(inp, tile)
+    store_tile(tile, out)  # no cuda.syncthreads(): other threads' tile elements may not be there yet
 
 
 # ---------------------------------------------------------------------------------------------------- block sums
-@cuda.jit
-def block_sums(x, out):
-    partial = cuda.shared.array(THREADS, float32)
+# The two steps of the lesson's block sum that most of its wrong answers keep, as device functions.
+@cuda.jit(device=True)
+def fill_partial(x, partial):
+    """Each thread's element of x into the block's partial sums (0 past the end of x), then a barrier."""
     t = cuda.threadIdx.x
     i = cuda.grid(1)
     partial[t] = x[i] if i < x.size else 0.0
     cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def add_down_to(partial, lowest):
+    """The tree in shared memory: pairs added, half as many at each step, a barrier after each, until ``lowest``
+    values are left (1: the block's sum in partial[0])."""
+    t = cuda.threadIdx.x
     step = THREADS // 2
-    while step > 0:
+    while step >= lowest:
         if t < step:
             partial[t] += partial[t + step]
         cuda.syncthreads()
         step //= 2
-    if t == 0:
+
+
+@cuda.jit
+def block_sums(x, out):
+    partial = cuda.shared.array(THREADS, float32)
+    fill_partial(x, partial)
+    add_down_to(partial, 1)
+    if cuda.threadIdx.x == 0:
         out[cuda.blockIdx.x] = partial[0]
 
 
 @cuda.jit
 def block_sums_one_atomic(x, out):
     partial = cuda.shared.array(THREADS, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
+    fill_partial(x, partial)
+    add_down_to(partial, 1)
+    if cuda.threadIdx.x == 0:
         cuda.atomic.add(out, cuda.blockIdx.x, partial[0])  # one atomic per block: tolerated
 
 
@@ -250,10 +249,8 @@ def block_sums_by_atomics(x, out):
 @cuda.jit
 def block_sums_without_barrier(x, out):
     partial = cuda.shared.array(THREADS, float32)
+    fill_partial(x, partial)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
     step = THREADS // 2
     while step > 0:
         if t < step:
@@ -266,10 +263,8 @@ def block_sums_without_barrier(x, out):
 @cuda.jit
 def block_sums_barrier_in_the_branch(x, out):
     partial = cuda.shared.array(THREADS, float32)
+    fill_partial(x, partial)
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
     step = THREADS // 2
     while step > 0:
         if t < step:
@@ -306,12 +301,7 @@ def block_sums_without_guard(x, out):
     i = cuda.grid(1)
     partial[t] = x[i]
     cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
+    add_down_to(partial, 1)
     if t == 0:
         out[cuda.blockIdx.x] = partial[0]
 
@@ -319,33 +309,17 @@ def block_sums_without_guard(x, out):
 @cuda.jit
 def block_sums_stored_by_every_thread(x, out):
     partial = cuda.shared.array(THREADS, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
+    fill_partial(x, partial)
+    add_down_to(partial, 1)
     out[cuda.blockIdx.x] = partial[0]  # every thread stores the block's sum
 
 
 @cuda.jit
 def block_sums_off_by_one_block(x, out):
     partial = cuda.shared.array(THREADS, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0 and cuda.blockIdx.x > 0:
+    fill_partial(x, partial)
+    add_down_to(partial, 1)
+    if cuda.threadIdx.x == 0 and cuda.blockIdx.x > 0:
         out[cuda.blockIdx.x - 1] = partial[0]  # each sum stored one block too early
 
 

@@ -2,28 +2,24 @@
 with ``cuda.shfl_down_sync`` (the lesson's own kernel), and one whose shuffle only half of the warp's lanes reach.
 
 Imported only after the simulator is switched on (where there is no CUDA GPU); the kernels reach ``cuda`` as a
-global, which the simulator swaps for its own (gpukit.topics.memory_access adds the shuffle to it).
+global, which the simulator swaps for its own (gpukit.topics.memory_access adds the shuffle to it). The block sum's
+loads and tree are numba_kernels_for_performance's device functions.
 """
 
 from numba import cuda, float32
 
-THREADS, WARP = 128, 32
+from tests.support.numba_kernels_for_performance import THREADS, add_down_to, fill_partial
+
+WARP = 32
 ALL_LANES = 0xFFFFFFFF
 
 
 @cuda.jit
 def block_sums_shuffled(x, out):
     partial = cuda.shared.array(THREADS, float32)
+    fill_partial(x, partial)
+    add_down_to(partial, WARP)  # the tree in shared memory, down to one warp's values
     t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    partial[t] = x[i] if i < x.size else 0.0
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step >= WARP:  # the tree in shared memory, down to one warp's values
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
     if t < WARP:  # the last step: one warp, register to register
         value = partial[t]
         offset = WARP // 2
