@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpukit.core.device import validate_device
+from gpukit.core.device import mps_available, validate_device
 
 # Module names under which each library's arrays are defined, mapped to the name readers know.
 _LIBRARY_ALIASES = {"jaxlib": "jax"}
@@ -165,7 +165,7 @@ def _torch_reserved(torch, index: int) -> bool:
 
 def _torch_mps_in_use(torch) -> bool:
     # torch has no is_initialized() for MPS; memory held by its Metal driver shows that MPS has been used.
-    return bool(torch.backends.mps.is_available() and torch.mps.driver_allocated_memory() > 0)
+    return bool(mps_available() and torch.mps.driver_allocated_memory() > 0)
 
 
 def _synchronize_device(name: str) -> None:
@@ -186,7 +186,7 @@ def _synchronize_device(name: str) -> None:
             cupy.cuda.Device(index).synchronize()
         _synchronize_jax(("gpu",), index)
     elif kind == "mps":
-        if torch is not None and torch.backends.mps.is_available():
+        if torch is not None and mps_available():
             torch.mps.synchronize()
         _synchronize_jax(("METAL",), None)
 

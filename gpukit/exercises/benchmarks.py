@@ -24,10 +24,9 @@ import weakref
 from numbers import Real
 
 from gpukit.base.errors import error_line
-from gpukit.core.device import pick_device
 from gpukit.core.peaks import device_peak
 
-from .checking import Exercise, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register
 
 # ------------------------------------------------------------------------------------------- fraction of peak
 _PRODUCTS = {"TensorBase.__matmul__", "TensorBase.__rmatmul__", "TensorBase.matmul", "TensorBase.mm", "matmul",
@@ -44,21 +43,16 @@ def matmul_size(device: str) -> int:
     return {"cpu": 384, "mps": 2048}.get(device.split(":")[0], 4096)
 
 
-# The last run: the learner's fraction and the check's own, compared once the method is right (not a number
-# until a run has set them).
-LAST_RUN: dict[str, float] = {"fraction": math.nan, "expected": math.nan}
-
-
 def _name(func) -> str:
     return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
 
 
 def _run_timing_each_product(answer, n: int, device: str):
-    """Call answer(n), recording each matrix product it makes: (its operands, the seconds it took)."""
+    """Call answer(n), recording each matrix product it makes: (its operands, the seconds it took). Each product
+    is timed where its operands are (the learner's device, which need not be ``device``, the lesson's default)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    on_cuda = device.startswith("cuda")
     products = []  # (operands, start, end): events on CUDA, clock readings elsewhere
     # The tensors a factory made without device= and nothing moved since: on the CPU they are on the lesson's device
     # by chance, on a GPU machine they stay on the CPU. By id, with a weak reference to tell a reused id apart.
@@ -84,17 +78,18 @@ def _run_timing_each_product(answer, n: int, device: str):
             if on_the_host and any(made_without_device(o) for o in operands):
                 products.append(("made without device=", 0.0, 0.0))
                 return func(*args, **kwargs)
-            if on_cuda:
+            where = answer_device(*operands) if any(o.device.type != "cpu" for o in operands) else "cpu"
+            if where.startswith("cuda"):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 out = func(*args, **kwargs)
                 end.record()
             else:
-                if device == "mps":
+                if where == "mps":
                     torch.mps.synchronize()
                 start = time.perf_counter()
                 out = func(*args, **kwargs)
-                if device == "mps":
+                if where == "mps":
                     torch.mps.synchronize()
                 end = time.perf_counter()
             products.append((operands, start, end))
@@ -104,11 +99,13 @@ def _run_timing_each_product(answer, n: int, device: str):
         fraction = answer(n)
     if any(operands == "made without device=" for operands, _, _ in products):
         return fraction, None
-    if on_cuda:
-        torch.cuda.synchronize(device)
-        seconds = [start.elapsed_time(end) / 1e3 for _, start, end in products]
-    else:
-        seconds = [end - start for _, start, end in products]
+    seconds = []
+    for _, start, end in products:
+        if isinstance(start, float):
+            seconds.append(end - start)
+        else:  # CUDA events: wait for the end of the last one first
+            end.synchronize()
+            seconds.append(start.elapsed_time(end) / 1e3)
     return fraction, [(operands, s) for (operands, _, _), s in zip(products, seconds, strict=True)]
 
 
@@ -118,11 +115,7 @@ def _times_the_product_correctly(answer) -> str | None:
     if not callable(answer):
         return (f"expected your function matmul_fraction (a function of n), got {type(answer).__name__}: pass the "
                 "function itself, not the fraction it returned.")
-    device = pick_device()
-    peak = device_peak(device, "float32", operation="matmul")
-    if peak is None or peak.flops_per_s is None:
-        return (f"no float32 matmul peak is known for {device} (gpukit.core.peaks.device_peak gives none), so there "
-                "is nothing to take a fraction of on this machine.")
+    device = answer_device()  # before the run, the lesson's default: the size, and where made-without-device shows
     n = matmul_size(device)
     try:
         fraction, products = _run_timing_each_product(answer, n, device)
@@ -140,6 +133,11 @@ def _times_the_product_correctly(answer) -> str | None:
         return (f"matmul_fraction({n}) multiplied no two {n} x {n} matrices with torch (a @ b or torch.matmul): "
                 "make them with the n it is given.")
     operands = square[0][0]
+    device = answer_device(*operands)  # the learner's GPU where the matrices are on one, else the default
+    peak = device_peak(device, "float32", operation="matmul")
+    if peak is None or peak.flops_per_s is None:
+        return (f"no float32 matmul peak is known for {device} (gpukit.core.peaks.device_peak gives none), so there "
+                "is nothing to take a fraction of on this machine.")
     if any(o.dtype != torch.float32 for o in operands):
         return (f"your product ran in {operands[0].dtype}: the suite's product, and the peak you divide by, are "
                 "float32's.")
@@ -156,13 +154,14 @@ def _times_the_product_correctly(answer) -> str | None:
     if fraction > 3 * expected:
         return (f"matmul_fraction({n}) is several times larger than the time the products took gives: the clock "
                 "stopped before the device had finished (wait for it before reading the clock).")
-    LAST_RUN.update(fraction=float(fraction), expected=expected)
+    keep_output(answer, (float(fraction), expected))  # the learner's fraction and the check's, compared
     return None
 
 
 register(
-    Exercise("ex-bench-matmul-fraction", lambda: LAST_RUN["expected"], method=_times_the_product_correctly,
-             result=lambda answer: LAST_RUN["fraction"], rtol=FRACTION_RTOL, writes="device code"),
+    Exercise("ex-bench-matmul-fraction", lambda: (kept_output() or (math.nan, math.nan))[1],
+             method=_times_the_product_correctly,
+             result=lambda answer: kept_output(answer)[0], rtol=FRACTION_RTOL, writes="device code"),
 )
 
 

@@ -27,10 +27,9 @@ import math
 from collections import Counter
 
 from gpukit.base.errors import first_line
-from gpukit.core.device import pick_device
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register
 
 # --------------------------------------------------------------------------------------------- shared
 _HOST_COPIES = {"TensorBase.cpu": ".cpu()", "TensorBase.numpy": ".numpy()", "TensorBase.tolist": ".tolist()",
@@ -125,16 +124,14 @@ def _runs_here(device: str, dtype) -> bool:
     return True
 
 
+# Each answer here is a function, which carries no device: the check's inputs go to the lesson's device
+# (answer_device's default), and what the function does with them there is judged.
 def complex_device() -> str:
     """The chosen device where complex64 LU factorisations and FFTs run there, else the CPU."""
     import torch
 
-    device = pick_device()
+    device = answer_device()
     return device if device == "cpu" or _runs_here(device, torch.complex64) else "cpu"
-
-
-# The learner's last output, from the run that checked the method: what the value check compares.
-LAST_OUTPUT: dict[str, object] = {}
 
 
 # ----------------------------------------------------------------------------- batching a loop of FFTs
@@ -206,7 +203,7 @@ def _batches_the_power(answer) -> str | None:
     if copies:
         return (f"your function copies data to the host ({', '.join(copies)}): keep the work on the batch's "
                 "device, in torch, so that a GPU does it.")
-    LAST_OUTPUT["ex-case-batched-power"] = out
+    keep_output(answer, out)  # what the value check compares
     return None
 
 
@@ -219,7 +216,7 @@ def lu_place():
     else float32 on it where real LU runs, else complex64 on the CPU."""
     import torch
 
-    device = pick_device()
+    device = answer_device()
     for dtype in (torch.complex64, torch.float32):
         if device == "cpu" or _runs_here(device, dtype):
             return device, dtype
@@ -287,7 +284,7 @@ def _builds_det_from_lu(answer) -> str | None:
         return "your function returned None: return one determinant per matrix."
     if "linalg_lu_factor_ex" not in watch.counts():
         return "your function never calls torch.linalg.lu_factor_ex: build the determinants from its LU factors."
-    LAST_OUTPUT["ex-case-lu-det"] = out
+    keep_output(answer, out)  # what the value check compares
     return None
 
 
@@ -333,7 +330,6 @@ def _works_in_chunks(answer) -> str | None:
     if not callable(answer):
         return (f"expected your function in_chunks (of batch, chunk and work), got {type(answer).__name__}: pass "
                 "the function itself, not what it returned.")
-    device = torch.device(pick_device())
     batch, total = chunk_batch(), CHUNK_SHAPE[0]
     watch = _Watch()
     parts, outputs = [], []
@@ -351,7 +347,11 @@ def _works_in_chunks(answer) -> str | None:
     try:
         result = watch.run(answer, batch, CHUNK, work)
     except Exception as error:  # the reader's code: what work was given says more, else report the error
-        return _wrong_parts(parts, device) or _raised(f"in_chunks(batch, {CHUNK}, work) on {total} matrices", error)
+        return (_wrong_parts(parts, torch.device(answer_device(*parts)))
+                or _raised(f"in_chunks(batch, {CHUNK}, work) on {total} matrices", error))
+    # The device the slices should be on: the GPU the learner's function copied them to (the lesson's), else the
+    # default, where a slice left on the host of a GPU machine shows.
+    device = torch.device(answer_device(*parts))
     if not parts:
         return "your function never called work: call work(part) on each slice, once it is on the device."
     wrong = _wrong_parts(parts, device)
@@ -385,21 +385,17 @@ def _works_in_chunks(answer) -> str | None:
     if any(id(out) not in copied for out in outputs):
         return ("your function keeps the results of work on the device until the end: copy each slice's "
                 "result to the host (.cpu()) as it comes, so that the device holds one slice at a time.")
-    LAST_OUTPUT["ex-case-chunks"] = result
+    keep_output(answer, result)  # what the value check compares
     return None
-
-
-def _last_output(label: str):
-    return lambda answer: LAST_OUTPUT.pop(label, None)
 
 
 register(
     Exercise("ex-case-batched-power", _spectral_power_expected, rtol=1e-4, method=_batches_the_power,
-             result=_last_output("ex-case-batched-power"), writes="device code"),
+             result=kept_output, writes="device code"),
     Exercise("ex-case-lu-det", _determinants_expected, rtol=1e-4, atol=1e-5, method=_builds_det_from_lu,
-             result=_last_output("ex-case-lu-det"), writes="device code"),
+             result=kept_output, writes="device code"),
     Exercise("ex-case-chunks", _chunks_expected, rtol=1e-5, method=_works_in_chunks,
-             result=_last_output("ex-case-chunks"), writes="device code"),
+             result=kept_output, writes="device code"),
 )
 
 

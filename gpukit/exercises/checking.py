@@ -17,8 +17,8 @@ import functools
 import importlib
 import math
 import pkgutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from numbers import Integral, Number
@@ -28,7 +28,7 @@ import numpy as np
 
 from gpukit.base.errors import error_line
 from gpukit.core import device
-from gpukit.core.arrays import device_kind, is_array, library_of, to_numpy
+from gpukit.core.arrays import device_index, device_kind, is_array, library_of, to_numpy
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,9 @@ WRITES = {
 
 
 # What a learner's function returned when a check's method step ran it, for the result step of the same check:
-# the chapters' checks run an answer once and judge both the way and the result from that run. It lives as long
-# as one call of check (a fresh dict each time, so nothing is carried from one check to the next).
+# the chapters' checks run an answer once and judge both the way and the result from that run. Then the value
+# compared, for the expected step (answer_device). It lives as long as one call of check (a fresh dict each time,
+# so nothing is carried from one check to the next, and nothing is keyed by an answer's id).
 _ATTEMPT: ContextVar[dict | None] = ContextVar("gpukit_exercise_attempt", default=None)
 
 
@@ -145,10 +146,72 @@ def keep_output(answer, output) -> None:
     attempt["output"] = output
 
 
-def kept_output(answer):
+def kept_output(answer=None):
     """In a check's result step: what the method step kept (None if it kept nothing)."""
     attempt = _ATTEMPT.get()
     return None if attempt is None else attempt.get("output")
+
+
+def answer_device(*found) -> str:
+    """The device a check works on: the GPU the learner's tensors are on (``found``: the answer, what it returned,
+    its generators; then, in the expected step, the value being compared and what the method step kept), else
+    the lesson's default, :func:`gpukit.core.device.pick_device`.
+
+    A learner's GPU is the device their lesson chose, which need not be pick_device()'s (MPS beside CUDA, cuda:1).
+    A tensor on the CPU or on meta is not followed: on a GPU machine that is the mistake to tell (data left on the
+    host). Where the answer carries no tensor (a function the check runs on inputs of its own), the default is
+    all there is to go by."""
+    attempt = _ATTEMPT.get() or {}
+    for item in (*found, attempt.get("answer"), attempt.get("output")):
+        where = getattr(item, "device", None)
+        if where is None:
+            continue
+        kind, index = getattr(where, "type", None), getattr(where, "index", None)  # a torch.device
+        if kind is None:  # another library's device (CuPy's)
+            kind, index = device_kind(item), device_index(item)
+        if kind == "cuda":
+            return "cuda" if index is None else f"cuda:{index}"
+        if kind == "mps":
+            return "mps"
+    return device.pick_device()
+
+
+class CountTensorCalls:
+    """Within ``with``: count the calls of some Tensor methods (``names``), e.g. those that read a value on the
+    host; ``counts`` maps a method's name to its calls, ``total`` adds them up."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self.counts: Counter[str] = Counter()
+
+    def __enter__(self):
+        import torch
+
+        self.counts.clear()
+        self._own = {name: torch.Tensor.__dict__.get(name) for name in self.names}
+        for name in self.names:
+            setattr(torch.Tensor, name, self._counting(name, getattr(torch.Tensor, name)))
+        return self
+
+    def _counting(self, name: str, method: Callable) -> Callable:
+        def counted(tensor, *args, **kwargs):
+            self.counts[name] += 1
+            return method(tensor, *args, **kwargs)
+
+        return counted
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        for name, own in self._own.items():
+            if own is None:
+                delattr(torch.Tensor, name)  # the method was inherited from torch._C.TensorBase
+            else:
+                setattr(torch.Tensor, name, own)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
 
 
 def raised(what: str, error: BaseException) -> str:
@@ -251,8 +314,7 @@ def check(label: str, answer, **context) -> CheckResult:
         else:
             why = f"this check takes no {', '.join(unexpected)}"
         return CheckResult(False, f"{why}: {call}.")
-    VERDICTS[label] = verdict = _verdict(exercise, answer, context)
-    return verdict
+    return _verdict(exercise, answer, context)
 
 
 def _verdict(exercise: Exercise, answer, context: dict) -> CheckResult:
@@ -272,30 +334,10 @@ def _judged(exercise: Exercise, answer, context: dict) -> CheckResult:
             return CheckResult(False, wrong_method)
     if exercise.result is not None:
         answer = exercise.result(answer)
+    _ATTEMPT.get()["answer"] = answer  # for the expected step, which may ask where it is (answer_device)
     verdict = compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
                       check_device=exercise.check_device)
     if verdict.correct and exercise.correct_means:
         return CheckResult(True, f"{verdict.message.rstrip('.')}: {exercise.correct_means}.")
     return verdict
 
-
-# The last verdict on each label in this Python process, for the book's tests: they run each lesson's solution
-# right after the learner's cell, inside expect_a_passing_check (conftest.py), to prove that it passes there.
-VERDICTS: dict[str, CheckResult] = {}
-
-
-@contextmanager
-def expect_a_passing_check(label: str) -> Iterator[None]:
-    """Fail unless the code run inside checks ``label`` correctly, or skips (a library or the GPU it needs is
-    missing here: ``skip_unless`` said so). A solution that raises, skips nothing and checks nothing, or gets
-    "Not yet" fails with the check's message."""
-    VERDICTS.pop(label, None)
-    skips_before = len(device.SKIPS)
-    yield
-    verdict = VERDICTS.get(label)
-    if verdict is None:
-        if len(device.SKIPS) > skips_before:
-            return
-        raise AssertionError(f"the solution of {label} neither called check({label!r}, ...) nor skipped")
-    if not verdict:
-        raise AssertionError(f"the solution of {label} does not pass its check: {verdict!r}")

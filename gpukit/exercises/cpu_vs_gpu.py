@@ -35,11 +35,10 @@ from numbers import Real
 
 from gpukit.base.errors import error_line
 from gpukit.core import timing
-from gpukit.core.device import pick_device
 from gpukit.measuring import roofline
 
 from ._predicting import RTOL, judge_number
-from .checking import Exercise, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register
 
 # --------------------------------------------------------------------------------------- timing by hand
 WORK_SECONDS = 0.04  # what one call keeps the modelled device busy for
@@ -138,13 +137,28 @@ def _too_short(waited: bool) -> str:
     return f"{told} Call sync() after f(*args), before reading the clock again."
 
 
+def _shortest_of_tries(answer, stream: ModelStream, warm: bool, tries: int = 3):
+    """:func:`_seconds` for a fresh kernel (``warm``: called before, with earlier work queued; else never called),
+    tried again while the time is too long, the shortest kept. A loaded machine wakes the stream's thread late now
+    and then, which no mistake does three times running; the mistakes that make a time too long (a first call, work
+    queued before) add a tenth of a second or more every time."""
+    best = None
+    for _ in range(tries):
+        if warm:
+            stream.submit(QUEUED_BEFORE_SECONDS)
+        found = _seconds(answer, ModelKernel(stream, warm=warm), stream)
+        stream.synchronize()  # nothing of this try is left to run into the next
+        seconds, problem, _ = found
+        if problem:
+            return found
+        best = found if best is None or seconds < best[0] else best
+        if seconds <= LONGEST:
+            break
+    return best
+
+
 def _in_milliseconds(seconds: float) -> bool:
     return SHORTEST * 1e3 <= seconds <= LONGEST * 1e3
-
-
-# What the learner's function reported for the model's work called cold (its second run), once it passed every
-# check: the value compared with WORK_SECONDS, and shown in the verdict.
-LAST_RUN: dict[str, float] = {"seconds": WORK_SECONDS}
 
 
 def _times_one_warm_call_correctly(answer) -> str | None:
@@ -155,8 +169,7 @@ def _times_one_warm_call_correctly(answer) -> str | None:
     stream = ModelStream()
     try:
         # First run: work called before (warm), with earlier work still queued when the function is called.
-        stream.submit(QUEUED_BEFORE_SECONDS)
-        seconds, problem, waited = _seconds(answer, ModelKernel(stream, warm=True), stream)
+        seconds, problem, waited = _shortest_of_tries(answer, stream, warm=True)
         if problem:
             return problem
         if seconds < SHORTEST:
@@ -168,7 +181,7 @@ def _times_one_warm_call_correctly(answer) -> str | None:
                     "clock started (earlier work, or your own warm-up call) finished inside your timing. Call "
                     "sync() before starting the clock.")
         # Second run: work never called before, nothing queued.
-        seconds, problem, waited = _seconds(answer, ModelKernel(stream), stream)
+        seconds, problem, waited = _shortest_of_tries(answer, stream, warm=False)
         if problem:
             return problem
         if seconds < SHORTEST:
@@ -180,10 +193,9 @@ def _times_one_warm_call_correctly(answer) -> str | None:
     finally:
         stream.synchronize()
         stream.close()
-    problem = _times_a_product_on_the_device(answer)
-    if problem is None:
-        LAST_RUN["seconds"] = seconds
-    return problem
+    # What it reported for the model's work called cold (its second run): the value compared with WORK_SECONDS.
+    keep_output(answer, seconds)
+    return _times_a_product_on_the_device(answer)
 
 
 def _times_a_product_on_the_device(answer, device: str | None = None) -> str | None:
@@ -195,7 +207,7 @@ def _times_a_product_on_the_device(answer, device: str | None = None) -> str | N
     """
     import torch
 
-    device = device or pick_device()
+    device = device or answer_device()  # the answer is a function, which carries no device: the lesson's
     n = {"cpu": 256, "mps": 2048}.get(device, 4096)
     p = torch.randn(n, n, device=device)
     try:
@@ -214,11 +226,6 @@ def _times_a_product_on_the_device(answer, device: str | None = None) -> str | N
                 f"fraction of the product's time: its default sync does not wait for {device}. Use "
                 "sync=lambda: wait_for(device).")
     return None
-
-
-def _seconds_of_the_cold_run(answer) -> float:
-    """What the learner's function reported for the model's work called cold, once the method check has passed."""
-    return LAST_RUN["seconds"]
 
 
 # ------------------------------------------------------------------------------------- creating on the device
@@ -285,9 +292,11 @@ def _creates_on_the_device(answer) -> str | None:
 
 
 def _wave_on_the_chosen_device():
+    """The wave on the learner's GPU where make_wave's is on one (the lesson chose it), else on the lesson's default
+    device: a wave left on the CPU of a GPU machine is then told apart."""
     import torch
 
-    return torch.sin(torch.linspace(0, 2 * math.pi, WAVE_LENGTH, dtype=torch.float32, device=pick_device()))
+    return torch.sin(torch.linspace(0, 2 * math.pi, WAVE_LENGTH, dtype=torch.float32, device=answer_device()))
 
 
 # ------------------------------------------------------------------------------ predicting the float64 product
@@ -316,7 +325,7 @@ def _predicts_the_float64_product(answer, device: str, n: int, bandwidth: float)
 
 register(
     Exercise("ex-cpu-gpu-time-by-hand", lambda: WORK_SECONDS, method=_times_one_warm_call_correctly,
-             result=_seconds_of_the_cold_run, rtol=(LONGEST - WORK_SECONDS) / WORK_SECONDS, writes="device code",
+             result=kept_output, rtol=(LONGEST - WORK_SECONDS) / WORK_SECONDS, writes="device code",
              correct_means=f"the seconds your function gave for one call of the check's model work, which keeps "
                            f"its stream busy for {WORK_SECONDS:g} s"),
     Exercise("ex-cpu-gpu-transfer-share", lambda: (2 + 1) * 60 / ((2 + 1) * 60 + 70), rtol=1e-3, writes="a number"),

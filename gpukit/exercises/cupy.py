@@ -20,21 +20,21 @@ import numpy as np
 from gpukit.base.errors import error_line
 from gpukit.base.nvcc import CudaCompileError, compile_cuda, find_nvcc, ptx_entries
 from gpukit.core.arrays import library_of
-from gpukit.core.device import pick_device
 from gpukit.topics.host_kernels import HostCompileError, HostKernel, HostLaunchError, Param, check_kernel_arguments
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, compare, register
+from .checking import Exercise, answer_device, compare, keep_output, kept_output, not_a_function, register
 
 # ------------------------------------------------------------------ ex-cupy-softmax
 _SOFTMAX_VALUES = ((1.0, 2.0, 3.0), (-1.0, 0.5, 4.0))
 
 
 def _softmax_inputs() -> dict[str, object]:
-    """The arrays a learner's softmax is tried on: NumPy float64, and torch float32 on the lesson's device."""
+    """The arrays a learner's softmax is tried on: NumPy float64, and torch float32 on the lesson's device (the
+    answer is a function, which carries none: answer_device's default)."""
     import torch
 
-    device = pick_device()
+    device = answer_device()
     return {"a NumPy array": np.array(_SOFTMAX_VALUES),
             f"a torch tensor on {device}": torch.tensor(_SOFTMAX_VALUES, dtype=torch.float32, device=device)}
 
@@ -384,19 +384,12 @@ def _idle_blocks(answer, cupy) -> str | None:
 
 
 def _launch_problems(answer) -> str | None:
-    if not callable(answer):
-        return (f"expected a function (def run_saxpy(kernel, alpha, x, y, out): ...), got "
-                f"{type(answer).__name__}.")
+    wrong = not_a_function(answer, "run_saxpy", "kernel, alpha, x, y, out")
+    if wrong:
+        return wrong
     run = _run_launch(answer)
-    _LAUNCH_RUNS[id(answer)] = run
+    keep_output(answer, run.out)
     return run.problem
-
-
-_LAUNCH_RUNS: dict[int, KernelRun] = {}
-
-
-def _launch_output(answer):
-    return _LAUNCH_RUNS.pop(id(answer)).out
 
 
 register(
@@ -404,7 +397,7 @@ register(
              result=_called_on_a_torch_tensor, writes="device code"),
     Exercise("ex-cupy-rawkernel", _squared_diff_expected, method=_squared_diff_problems,
              result=_squared_diff_output, writes="device code"),
-    Exercise("ex-cupy-launch", _launch_expected, method=_launch_problems, result=_launch_output,
+    Exercise("ex-cupy-launch", _launch_expected, method=_launch_problems, result=kept_output,
              writes="device code"),
 )
 

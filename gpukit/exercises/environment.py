@@ -5,9 +5,8 @@ from __future__ import annotations
 from numbers import Integral
 
 from gpukit.base.errors import error_line
-from gpukit.core.device import pick_device
 
-from .checking import Exercise, register
+from .checking import Exercise, answer_device, register
 
 # The batch of the exercise: 64 colour images of 224 x 224 pixels, 3 channels, stored as float16.
 BATCH_SHAPE = (64, 3, 224, 224)
@@ -15,10 +14,11 @@ BATCH_SHAPE = (64, 3, 224, 224)
 
 def _tensors_to_measure():
     """Tensors on the chosen device whose sizes in bytes a correct bytes_of must give: the exercise's batch,
-    then tensors of other dtypes and ranks, so that a guessed element size or a count of rows only shows."""
+    then tensors of other dtypes and ranks, so that a guessed element size or a count of rows only shows. The
+    answer is a function, which carries no device: the lesson's (answer_device's default)."""
     import torch
 
-    device = pick_device()
+    device = answer_device()
     return [torch.empty(BATCH_SHAPE, dtype=torch.float16, device=device),
             torch.empty(5, dtype=torch.float64, device=device),
             torch.empty(3, 4, dtype=torch.int8, device=device),
@@ -69,9 +69,11 @@ def _bytes_of_the_batch(answer) -> int:
 
 
 def _zeros_on_the_chosen_device():
+    """The zeros on the learner's GPU where the answer is on one (the lesson chose it), else on the lesson's
+    default device: zeros left on the CPU of a GPU machine, or made on meta, are then told apart."""
     import torch
 
-    return torch.zeros(2, 3, dtype=torch.float32, device=pick_device())
+    return torch.zeros(2, 3, dtype=torch.float32, device=answer_device())
 
 
 register(

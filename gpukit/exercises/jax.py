@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpukit.base.errors import error_line
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, compare, register
+from .checking import Exercise, compare, keep_output, kept_output, register
 
 # JAX is optional: it is imported inside these functions only, so that gpukit imports without it. The
 # lesson's exercise cells run only where JAX is installed. Every expected value is float32 or int32 whatever
@@ -70,10 +70,6 @@ FIRST_CALL_WORK = 6  # the first call of the work function does this many times 
 COMPILE_STEPS = 150
 CALLS_AFTER = 3  # the check's own calls of the work function right after the learner's timing
 _TIMING_CHECKS = iter(range(1, 10**9))  # makes each check's functions new to JAX's compilation caches
-
-# The last run of the learner's function on the work function: its time and the check's own.
-LAST_RUN: dict[str, float] = {"seconds": RUN_SECONDS, "reference": RUN_SECONDS}
-
 
 class _Recorded:
     """A function of the check's, wrapped: it records how long each call took to return."""
@@ -215,18 +211,19 @@ def _times_jax_correctly(answer) -> str | None:
         return ("on a function that takes long to compile, your time includes the compilation: time a call made "
                 "after a first, untimed call of f (the first call of a jitted function traces and compiles it).")
     seconds, reference = min(runs, key=lambda run: abs(run[0] / run[1] - 1))
-    LAST_RUN.update(seconds=seconds, reference=reference)
+    keep_output(answer, (seconds, reference))  # the learner's time on the work function, and the check's own
     return None
 
 
 def _seconds_on_the_work_function(answer) -> float:
     """What the learner's function reported for the work function, once the method check has passed."""
-    return LAST_RUN["seconds"]
+    return kept_output(answer)[0]
 
 
 def _the_checks_own_timing() -> float:
-    """The check's own time for one warm, waited-for call of the same work function."""
-    return LAST_RUN["reference"]
+    """The check's own time for one warm, waited-for call of the same work function (outside a check, the time the
+    work is made to take)."""
+    return (kept_output() or (RUN_SECONDS, RUN_SECONDS))[1]
 
 
 def _counts_after_the_hits():

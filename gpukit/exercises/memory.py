@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from gpukit.base.errors import error_line
+from gpukit.core.device import mps_available
 
 from .checking import Exercise, compare, register
 
@@ -195,7 +196,7 @@ def _cache_emptying_logged(recorder):
 
     def mps_empty_cache():
         recorder.emptied()
-        if torch.backends.mps.is_available():
+        if mps_available():
             real_mps()
 
     torch.cuda.empty_cache, torch.mps.empty_cache = cuda_empty_cache, mps_empty_cache

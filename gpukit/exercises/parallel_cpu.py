@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpukit.base.errors import error_line
 from gpukit.core.arrays import library_of
-from gpukit.core.device import pick_device
 from gpukit.topics.random_streams import torch_generators, torch_stream_problems
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register
 
 # ------------------------------------------------------------------ ex-par-dask-mean
 
@@ -48,8 +48,10 @@ def _computed(answer):
 MANY_WORKERS = 16
 
 
+# The learner's maker of generators is a function, which carries no device: it is given the lesson's
+# (answer_device's default), and the generators it makes there are judged.
 def _stream_problems(answer) -> str | None:
-    return torch_stream_problems(answer, pick_device())
+    return torch_stream_problems(answer, answer_device())
 
 
 def _distinct_streams(answer) -> int:
@@ -57,7 +59,7 @@ def _distinct_streams(answer) -> int:
     import torch
 
     rows = [tuple(torch.rand(4, generator=g, device=g.device).tolist())
-            for g in answer(7, MANY_WORKERS, pick_device())]
+            for g in answer(7, MANY_WORKERS, answer_device())]
     return sum(rows.count(row) == 1 for row in rows)
 
 
@@ -66,7 +68,9 @@ PI_SEED, PI_WORKERS, PI_POINTS = 2026, 4, 10_000
 
 
 def _pi_generators() -> list:
-    return torch_generators(PI_SEED, PI_WORKERS, device=pick_device())
+    """The workers' generators, on the lesson's device: the learner's function is given them, so it carries no
+    device of its own (answer_device's default)."""
+    return torch_generators(PI_SEED, PI_WORKERS, device=answer_device())
 
 
 def pi_per_worker(generators, n_points: int):
@@ -85,18 +89,15 @@ def _pi_expected():
     return pi_per_worker(_pi_generators(), PI_POINTS)
 
 
-_PI_RUNS: dict[int, object] = {}
-
-
 def _pi_problems(answer) -> str | None:
     if not callable(answer):
         return f"expected a function (def pi_estimates(generators, n_points): ...), got {type(answer).__name__}."
     generators = _pi_generators()
     untouched = [g.get_state() for g in _pi_generators()]
     try:
-        _PI_RUNS[id(answer)] = answer(generators, PI_POINTS)
+        keep_output(answer, answer(generators, PI_POINTS))
     except Exception as error:  # the learner's code: any error is the answer to report
-        return f"your function raised {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+        return f"your function raised {error_line(error)}"
     import torch
 
     idle = [k for k, g in enumerate(generators) if torch.equal(g.get_state(), untouched[k])]
@@ -106,17 +107,13 @@ def _pi_problems(answer) -> str | None:
     return None
 
 
-def _pi_output(answer):
-    return _PI_RUNS.pop(id(answer))
-
-
 register(
     Exercise("ex-par-dask-mean", _mean_of_folds, needs=("serial_errors",), rtol=1e-9,
              method=_is_a_dask_graph_over_folds, result=_computed, writes="CPU code"),
     Exercise("ex-par-streams", lambda: MANY_WORKERS, method=_stream_problems, result=_distinct_streams,
              writes="device code"),
     # 5e-4: a point on the circle's edge may fall either side with another order of float32 operations.
-    Exercise("ex-par-pi", _pi_expected, method=_pi_problems, result=_pi_output, rtol=5e-4, writes="device code"),
+    Exercise("ex-par-pi", _pi_expected, method=_pi_problems, result=kept_output, rtol=5e-4, writes="device code"),
 )
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from gpukit.topics.traces import is_host_wait
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, flat_parameters, register, seeded_regression
+from .checking import CountTensorCalls, Exercise, flat_parameters, register, seeded_regression
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
 from .checking import not_a_function as _a_function
@@ -124,35 +124,6 @@ def _plain_parameters(device):
 _HOST_COPIES = ("cpu", "numpy", "tolist")
 
 
-class _WatchHostCopies:
-    """Within ``with``: count calls of the Tensor methods in :data:`_HOST_COPIES`."""
-
-    def __enter__(self):
-        import torch
-
-        self.counts: Counter[str] = Counter()
-        self._own = {name: torch.Tensor.__dict__.get(name) for name in _HOST_COPIES}
-        for name in _HOST_COPIES:
-            setattr(torch.Tensor, name, self._counting(name, getattr(torch.Tensor, name)))
-        return self
-
-    def _counting(self, name: str, method: Callable) -> Callable:
-        def counted(tensor, *args, **kwargs):
-            self.counts[name] += 1
-            return method(tensor, *args, **kwargs)
-
-        return counted
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        for name, own in self._own.items():
-            if own is None:
-                delattr(torch.Tensor, name)  # inherited from torch._C.TensorBase
-            else:
-                setattr(torch.Tensor, name, own)
-
-
 def _profile_steps(step: Callable, device, **kwargs):
     """One unprofiled step, then :data:`_STEPS` steps under the profiler, each in a range of the check's own.
 
@@ -167,7 +138,7 @@ def _profile_steps(step: Callable, device, **kwargs):
     _synchronize(device)
     if torch.equal(flat_parameters(model), before):
         raise _TrainedNothing
-    with _WatchHostCopies() as copies, profile(activities=_activities(device)) as prof:
+    with CountTensorCalls(_HOST_COPIES) as copies, profile(activities=_activities(device)) as prof:
         for k in range(_STEPS):
             with record_function(f"check: step {k}"):
                 step(model, optimiser, x, y, **kwargs)

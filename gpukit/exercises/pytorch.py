@@ -30,12 +30,11 @@ comparison (``result``) through :func:`.checking.keep_output`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from gpukit.base.errors import first_line
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, register
+from .checking import CountTensorCalls, Exercise, register
 from .checking import keep_output as _kept
 from .checking import kept_output as _output_of
 from .checking import not_a_function as _a_function
@@ -112,37 +111,11 @@ _HOST_READS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__inde
                "__repr__")
 
 
-class _CountHostReads:
+class _CountHostReads(CountTensorCalls):
     """Within ``with``: count calls of the Tensor methods that read a value on the host (:data:`_HOST_READS`)."""
 
-    def __enter__(self):
-        import torch
-
-        self.counts: dict[str, int] = {}
-        self._own = {name: torch.Tensor.__dict__.get(name) for name in _HOST_READS}
-        for name in _HOST_READS:
-            setattr(torch.Tensor, name, self._counting(name, getattr(torch.Tensor, name)))
-        return self
-
-    def _counting(self, name: str, method: Callable) -> Callable:
-        def counted(tensor, *args, **kwargs):
-            self.counts[name] = self.counts.get(name, 0) + 1
-            return method(tensor, *args, **kwargs)
-
-        return counted
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        for name, own in self._own.items():
-            if own is None:
-                delattr(torch.Tensor, name)  # the method was inherited from torch._C.TensorBase
-            else:
-                setattr(torch.Tensor, name, own)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
+    def __init__(self):
+        super().__init__(_HOST_READS)
 
     def __str__(self) -> str:
         shown = {"__float__": "float()", "__int__": "int()", "__index__": "use as an index", "__bool__": "if/bool()",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from gpukit.base.arguments import require_whole_number
 from gpukit.base.units import human_bytes
+from gpukit.core.device import mps_available
 
 _OUT_OF_MEMORY_MESSAGES = (
     "DefaultCPUAllocator: can't allocate memory",  # PyTorch, host memory
@@ -86,7 +87,7 @@ def release_cached_memory() -> None:
         return
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-    if torch.backends.mps.is_available():
+    if mps_available():
         torch.mps.empty_cache()
 
 

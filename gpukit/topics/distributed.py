@@ -31,6 +31,7 @@ from pathlib import Path
 from gpukit.base.arguments import require_positive, require_whole_number
 from gpukit.base.errors import error_line, first_line
 from gpukit.base.paths import LOOPBACK, state_dir
+from gpukit.core.device import cuda_available, mps_available
 
 BACKENDS = ("gloo", "nccl")
 
@@ -55,8 +56,8 @@ def _gpu_facts() -> tuple[int, bool, bool]:
     import torch
     import torch.distributed as dist
 
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return gpus, bool(dist.is_available() and dist.is_nccl_available()), bool(torch.backends.mps.is_available())
+    gpus = torch.cuda.device_count() if cuda_available() else 0
+    return gpus, bool(dist.is_available() and dist.is_nccl_available()), mps_available()
 
 
 def plan_processes(wanted: int, *, gpus: int | None = None, nccl: bool | None = None,

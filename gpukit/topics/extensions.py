@@ -35,6 +35,7 @@ from pathlib import Path
 
 from gpukit.base import nvcc as cuda_compiler
 from gpukit.base.paths import build_dir, project_root
+from gpukit.core.device import cuda_available
 
 STATE_NAME = "torch_extensions"
 # Files a finished build leaves: the extension module itself.
@@ -211,7 +212,7 @@ def build_tools() -> BuildTools:
         notes.append(f"(ninja was not on PATH; the ninja package's {Path(ninja).parent} was put in front of it)")
     headers = _python_headers()
     torch_cuda = getattr(torch.version, "cuda", None)
-    cuda_device = bool(torch_cuda) and torch.cuda.is_available()
+    cuda_device = bool(torch_cuda) and cuda_available()
     cuda_home = nvcc = nvcc_cuda = None
     if cuda_device:
         from torch.utils.cpp_extension import CUDA_HOME

@@ -4,7 +4,10 @@ Solutions. A solution is one markdown cell: a ``{solution} <exercise label>`` di
 holding prose and the answered code cell in a ``python`` fence. It is never a code cell, so JupyterLab's "Run All"
 runs the learner's cell and never overwrites the learner's answer with the solution. The tests run the fenced
 code instead: conftest.py puts it into a code cell right after the solution, inside ``expect_a_passing_check``,
-when nbval runs the lesson (:func:`as_tested`).
+when nbval runs the lesson (:func:`as_tested`); booktools/gpu_check.py does the same on a GPU node. The cell
+carries that hook's own code, so the kernel (whose working directory is ``notebooks/``) needs nothing but gpukit,
+and gpukit keeps no hook of the tests: the hook records the verdicts of ``check`` by wrapping the function that
+``check`` calls for them, for as long as the solution runs.
 
 Hidden cells. A cell tagged ``remove-cell`` is not on the page (it glues values for the prose). Code copied from
 the page must run without it, so nothing a visible cell uses may be defined only in a hidden one. nbval runs
@@ -17,8 +20,10 @@ asks hidden cells to compute and glue only.) The setup cell is exempt: its job i
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 import textwrap
+from contextlib import contextmanager
 
 # ````{solution} label ... ```` (four or more backticks, because the body holds ``` fences).
 SOLUTION = re.compile(r"^(?P<fence>`{4,})\{solution\} (?P<label>\S+)[ \t]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
@@ -39,9 +44,41 @@ def solutions_in(cell) -> list[tuple[str, str]]:
             for found in SOLUTION.finditer(source(cell))]
 
 
+@contextmanager
+def expect_a_passing_check(label: str):
+    """Fail unless the code run inside checks ``label`` correctly, or skips (a library or the GPU it needs is
+    missing here, and gpukit's skip said so). A solution that raises, skips nothing and checks nothing, or gets
+    "Not yet" fails with the check's message."""
+    from gpukit.core import device
+    from gpukit.exercises import checking
+
+    verdicts = []
+    judge = checking._verdict  # what check() calls for the verdict, once the label and the context are right
+
+    def recorded(exercise, answer, context):
+        verdict = judge(exercise, answer, context)
+        if exercise.label == label:
+            verdicts.append(verdict)
+        return verdict
+
+    skips_before = len(device.SKIPS)
+    checking._verdict = recorded
+    try:
+        yield
+    finally:
+        checking._verdict = judge
+    if not verdicts:
+        if len(device.SKIPS) > skips_before:
+            return
+        raise AssertionError(f"the solution of {label} neither called check({label!r}, ...) nor skipped")
+    if not verdicts[-1]:
+        raise AssertionError(f"the solution of {label} does not pass its check: {verdicts[-1]!r}")
+
+
 def solution_run_source(label: str, code: str) -> str:
-    """The code cell that runs a solution where the lesson's tests expect it to pass its check."""
-    return (f"from gpukit.exercises.checking import expect_a_passing_check\n\n"
+    """The code cell that runs a solution where the lesson's tests expect it to pass its check: the hook's code
+    (:func:`expect_a_passing_check`), then the solution inside it."""
+    return (f"from contextlib import contextmanager\n\n\n{inspect.getsource(expect_a_passing_check)}\n\n"
             f"with expect_a_passing_check({label!r}):  # the solution of {label}, from the cell above\n"
             f"{textwrap.indent(code, '    ')}\n")
 

@@ -176,7 +176,7 @@ def _launch_wrong_answers():
         (run_saxpy_256_threads, "asks for 128"),
         (run_saxpy_into_its_own_array, "an array of your own"),
         (run_saxpy_one_block_more, "no element at all"),
-        ("run_saxpy", "expected a function"),
+        ("run_saxpy", "expected your function itself"),
     ]
 
 

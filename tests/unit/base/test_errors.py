@@ -32,7 +32,7 @@ def test_error_line_names_the_type():
 
 def copies_of_the_first_line(root: Path) -> list[str]:
     """Where gpukit, outside gpukit/base/errors.py, takes an error's first line itself: a function named for it, or
-    the idiom ``(str(error).strip().splitlines() or [""])[0]`` that the eight copies were written with."""
+    the idiom ``(str(error).strip().splitlines() or [""])[0]`` that the copies were written with, in either quoting."""
     found = []
     for path in sorted((root / "gpukit").rglob("*.py")):
         if path == root / "gpukit" / "base" / "errors.py":
@@ -42,7 +42,7 @@ def copies_of_the_first_line(root: Path) -> list[str]:
         found += [f"{where}, line {node.lineno}: def {node.name}" for node in ast.walk(ast.parse(text))
                   if isinstance(node, ast.FunctionDef) and "first_line" in node.name]
         found += [f"{where}, line {number}: {line.strip()}" for number, line in enumerate(text.splitlines(), 1)
-                  if re.search(r"splitlines\(\) or \[\"\"\]\)\[0\]", line)]
+                  if re.search(r"splitlines\(\) or \[(\"\"|'')\]\)\[0\]", line)]
     return found
 
 
@@ -54,6 +54,8 @@ def test_gpukit_takes_an_errors_first_line_from_one_place():
 def test_a_copy_is_found(tmp_path):
     planted = tmp_path / "gpukit" / "exercises" / "x.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text('def _first_line(e):\n    return (str(e).strip().splitlines() or [""])[0][:200]\n')
+    planted.write_text('def _first_line(e):\n    return (str(e).strip().splitlines() or [""])[0][:200]\n'
+                       "why = (str(error).strip().splitlines() or [''])[0]\n")
     assert [c.split(": ", 1)[1] for c in copies_of_the_first_line(tmp_path)] == [
-        "def _first_line", 'return (str(e).strip().splitlines() or [""])[0][:200]']
+        "def _first_line", 'return (str(e).strip().splitlines() or [""])[0][:200]',
+        "why = (str(error).strip().splitlines() or [''])[0]"]

@@ -208,3 +208,35 @@ def test_devices_to_run_checks_each_name_once(monkeypatch):
         dev.devices_to_run(["cpu", "mps"])
     with pytest.raises(ValueError, match="no devices to measure"):
         dev.devices_to_run([], what="measure")
+
+
+def torch_probes(root) -> list[str]:
+    """Each call of torch.cuda.is_available() or torch.backends.mps.is_available() in gpukit's code (not its
+    docstrings) outside gpukit/core/device.py and the diagnostic commands (doctor, preflight), which report what
+    each probe says on its own."""
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative == "core/device.py" or relative.startswith("commands/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "is_available"
+                    and ast.unparse(node.func.value) in ("torch.cuda", "torch.backends.mps")):
+                found.append(f"{relative}, line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_device_probes_live_in_core_device(tmp_path):
+    """gpukit asks whether CUDA or MPS is usable through cuda_available() and mps_available(): one place to read,
+    and one to fake."""
+    from pathlib import Path
+
+    import gpukit
+
+    probes = torch_probes(Path(gpukit.__file__).parent)
+    assert not probes, "use gpukit.core.device's cuda_available() or mps_available() instead of:\n" + "\n".join(probes)
+    (tmp_path / "topic.py").write_text('"""torch.cuda.is_available() in prose"""\nimport torch\n\n'
+                                       "ok = torch.backends.mps.is_available()\n")
+    assert torch_probes(tmp_path) == ["topic.py, line 4: torch.backends.mps.is_available()"]
