@@ -1,21 +1,15 @@
-"""The chapter 5 checks beyond tests/exercises/test_every_exercise.py: where gradcheck runs for each device (Apple's
-MPS has no
-float64), a forces function written by hand, without autograd, is judged by its values as any other, and a fake
-implementation made of PyTorch operations (which run on fake tensors too, as the solution says) passes."""
+"""The chapter 5 checks beyond tests/exercises/test_every_exercise.py: where gradcheck runs for each device
+(Apple's MPS has no float64), a forces function written by hand, without autograd, is judged by its values as any
+other, and a fake implementation made of PyTorch operations (which run on fake tensors too, as the solution says)
+passes."""
 
-import pytest
 import torch
 
 from gpukit.exercises import check
 from gpukit.exercises.autograd import gradcheck_device
-from tests.exercises.cases.autograd import _context, pair_distances_operator
-from tests.support.device_probe import force_the_cpu, skip_where_the_gpu_cannot_work
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu(monkeypatch):
-    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
-    force_the_cpu(monkeypatch)
+from tests.exercises.cases.autograd import pair_distances_operator
+from tests.support.device_probe import skip_where_the_gpu_cannot_work
+from tests.support.exercise_cases import on_the_cpu, on_the_lessons_device  # noqa: F401 - on_the_cpu: autouse
 
 
 def test_gradcheck_runs_on_the_device_unless_it_lacks_float64():
@@ -30,11 +24,11 @@ def test_forces_worked_out_by_hand_are_right_too():
         distance = difference.norm(dim=-1) + torch.eye(len(positions), device=positions.device)
         return (difference / distance.unsqueeze(-1) ** 3).sum(dim=1)
 
-    assert check("ex-autograd-forces", by_hand, **_context())
+    assert check("ex-autograd-forces", by_hand, **on_the_lessons_device())
 
 
 def test_a_fake_implementation_made_of_pytorch_operations_passes_too():
     # opcheck compiles the operator; torch.compile saves the CUDA random state wherever torch reports a GPU.
     skip_where_the_gpu_cannot_work(needs="torch.compile saves the CUDA random state before it traces")
     operator = pair_distances_operator(lambda points: torch.cdist(points, points))
-    assert check("ex-autograd-fake-distances", operator, **_context())
+    assert check("ex-autograd-fake-distances", operator, **on_the_lessons_device())

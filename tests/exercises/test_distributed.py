@@ -19,29 +19,27 @@ from gpukit.exercises.checking import check
 from gpukit.topics.distributed import DistributedRun
 from tests.exercises.cases.distributed import DDP_SCRIPT, train_one_written
 
-# What torchrun 2.13 printed when rank 1 of two died of SIGSEGV after joining the group (its last 17 lines).
-SEGFAULT_SUMMARY = """\
+# What torchrun 2.13 printed last when rank 1 of two died of SIGSEGV after joining the group, each rank's entry
+# written as FAILED_RANK.
+FAILED_RANK = """\
+[{entry}]:
+  time      : 2026-11-29_03:16:08
+  host      : localhost
+  rank      : {rank} (local_rank: {rank})
+  exitcode  : -{signal} (pid: {pid})  ({name})
+  error_file: <N/A>
+  traceback : Signal {signal} ({name}) received by PID {pid}
+"""
+SEGFAULT_SUMMARY = f"""\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 =======================================================
 check_ddp.py FAILED
 -------------------------------------------------------
 Failures:
-[1]:
-  time      : 2026-11-29_03:16:08
-  host      : localhost
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 25591)  (SIGTERM)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 25591
+{FAILED_RANK.format(entry=1, rank=0, signal=15, pid=25591, name="SIGTERM")}\
 -------------------------------------------------------
 Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-29_03:16:08
-  host      : localhost
-  rank      : 1 (local_rank: 1)
-  exitcode  : -11 (pid: 25592)  (SIGSEGV)
-  error_file: <N/A>
-  traceback : Signal 11 (SIGSEGV) received by PID 25592
+{FAILED_RANK.format(entry=0, rank=1, signal=11, pid=25592, name="SIGSEGV")}\
 =======================================================
 """
 RESET = "[rank0]: RuntimeError: [pair.cc:537] Read error [127.0.0.1]:21728: Connection reset by peer.\n"

@@ -9,13 +9,7 @@ from gpukit.core.device import pick_device
 from gpukit.exercises import check
 from gpukit.exercises import precision as answers
 from tests.exercises.cases.precision import autocast_step, make_loader, scaled_fp16_matmul, scaled_under_autocast
-from tests.support.device_probe import force_the_cpu
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu(monkeypatch):
-    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
-    force_the_cpu(monkeypatch)
+from tests.support.exercise_cases import on_the_cpu  # noqa: F401 - the autouse fixture
 
 
 def test_float16_under_autocast_passes():

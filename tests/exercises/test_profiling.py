@@ -1,20 +1,13 @@
 """The checks of chapter 14's exercises beyond their cases (tests/exercises/cases/profiling.py): another right
 answer passes, the check's data make clipping matter, and a check leaves the reader's session as it was."""
 
-import pytest
 import torch
 
 from gpukit.core.device import pick_device
 from gpukit.exercises import check
 from gpukit.exercises import profiling as answers
 from tests.exercises.cases.profiling import clipped_step_without_waiting, clipped_with_clamp, train_step_in_ranges
-from tests.support.device_probe import force_the_cpu
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu(monkeypatch):
-    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
-    force_the_cpu(monkeypatch)
+from tests.support.exercise_cases import on_the_cpu  # noqa: F401 - the autouse fixture
 
 
 def test_clipping_by_hand_without_a_wait_passes():

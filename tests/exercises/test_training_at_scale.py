@@ -30,6 +30,7 @@ import torch.distributed as dist
 from gpukit.exercises import training_at_scale as scale
 from gpukit.topics.distributed import loopback_interface
 from tests.exercises.cases import training_at_scale as cases
+from tests.exercises.cases import wrong_answer_named
 
 GPUS = 2
 
@@ -139,22 +140,13 @@ def test_a_gpu_error_at_the_end_still_ends_the_group_and_puts_the_device_back(nc
 
 
 # ------------------------------------------------------------------------------------------ planted device mistakes
-def _wrong_answer(label: str, name: str):
-    """The wrong answer of WRONG_ANSWERS[label] whose function is called ``name``, with the word its message must
-    contain."""
-    found = [(answer, word) for answer, word in cases.WRONG_ANSWERS[label]()
-             if getattr(answer, "__name__", None) == name]
-    assert len(found) == 1, f"{label}: DEVICE_MISTAKES names {name}, which WRONG_ANSWERS does not hold once"
-    return found[0]
-
-
 # That the check rejects each planted mistake on the CPU is tests/exercises/test_planted_device_mistakes.py's to show;
 # here: that a CPU alone would not have shown it.
 @pytest.mark.parametrize("name", list(cases.DEVICE_MISTAKES["ex-scale-checkpoint"]))
 def test_a_checkpoint_mistake_of_the_device_computes_the_right_thing_on_the_cpu(name):
     """What a CPU alone sees of each: the same output and gradients as the solution's, the same saved bytes, the
     blocks recomputed one at a time. Only the meta run tells it apart."""
-    answer, _ = _wrong_answer("ex-scale-checkpoint", name)
+    answer, _ = wrong_answer_named(cases, "ex-scale-checkpoint", name)
     blocks, x = scale._blocks_and_data("cpu")
     out, loss, saved, grads, again = scale._step(answer, blocks, x, watch_backward=True)
     right = scale._step(cases.checkpointed_forward, blocks, x, watch_backward=True)
@@ -175,7 +167,7 @@ def test_a_mesh_left_out_shards_over_a_mesh_of_the_same_device_type_on_the_cpu(n
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    answer, _ = _wrong_answer("ex-scale-fully-shard", name)
+    answer, _ = wrong_answer_named(cases, "ex-scale-fully-shard", name)
     model, _ = scale._shardable_model("cpu")
     with scale._process_group("cpu"):
         mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=scale._MESH_NAMES)

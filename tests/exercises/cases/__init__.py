@@ -31,3 +31,11 @@ def name_of(answer) -> str | None:
             return name
     name = getattr(answer, "__name__", None)
     return name if isinstance(name, str) else None
+
+
+def wrong_answer_named(cases, label: str, name: str) -> tuple:
+    """The wrong answer of ``cases.WRONG_ANSWERS[label]`` that goes by ``name``, with the word its message must
+    contain: the one a DEVICE_MISTAKES entry names."""
+    found = [(answer, word) for answer, word in cases.WRONG_ANSWERS[label]() if name_of(answer) == name]
+    assert len(found) == 1, f"{label}: DEVICE_MISTAKES names {name}, which WRONG_ANSWERS does not hold once"
+    return found[0]

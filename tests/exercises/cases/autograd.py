@@ -11,10 +11,12 @@ import torch
 
 from gpukit.core.device import pick_device
 from tests.exercises.cases import named
-
-
-def _context():
-    return {"device": pick_device()}
+from tests.support.exercise_cases import (
+    on_the_lessons_device,
+    prediction_slips,
+    scaled_prediction,
+    solved_on_the_lessons_device,
+)
 
 
 # ------------------------------------------------------------------------------------- ex-autograd-forces
@@ -57,13 +59,14 @@ def forces_on_the_cpu(positions):
 
 
 # ------------------------------------------------------------------------------ ex-autograd-tanh-backward
-def tanh_function(backward_formula):
-    """A Function computing tanh, whose backward is ``backward_formula(grad_y, y)``, as the lesson's Tanh."""
+def tanh_function(backward_formula, forward=torch.tanh):
+    """A Function computing ``forward`` (tanh), whose backward is ``backward_formula(grad_y, y)``, as the lesson's
+    Tanh."""
 
     class Tanh(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
-            y = torch.tanh(x)
+            y = forward(x)
             ctx.save_for_backward(y)
             return y
 
@@ -75,19 +78,7 @@ def tanh_function(backward_formula):
     return Tanh
 
 
-class Exp(torch.autograd.Function):
-    """A Function with a right backward for the wrong forward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.exp(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        (y,) = ctx.saved_tensors
-        return grad_y * y
+Exp = named("Exp", tanh_function(lambda grad_y, y: grad_y * y, forward=torch.exp))  # right backward, wrong forward
 
 
 def _ones_on_the_host(grad_y, y):  # a constant with a dimension, made on the host: fails on a GPU
@@ -141,26 +132,22 @@ def predicted_ms(peak_flops, bandwidth, n_batch=512, n_in=256, n_out=128):
     return 1e3 * max(flops / peak_flops, moved / bandwidth)
 
 
-def layer_prediction_with(flops_share, bytes_share):
-    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share)
-
-
 SOLUTIONS = {
-    "ex-autograd-predict-layer": lambda: (predicted_ms, {"device": pick_device(), **LAYER}),
+    "ex-autograd-predict-layer": lambda: (predicted_ms, on_the_lessons_device(**LAYER)),
     "ex-autograd-grad-by-hand": lambda: (torch.tensor([1 / 3, 10 / 3, 25 / 3]), {}),
-    "ex-autograd-forces": lambda: (forces, _context()),
-    "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)), _context()),
-    "ex-autograd-fake-distances": lambda: (pair_distances_operator(_fake_distances), _context()),
+    **solved_on_the_lessons_device({"ex-autograd-forces": forces}),
+    "ex-autograd-tanh-backward": lambda: (tanh_function(lambda grad_y, y: grad_y * (1 - y * y)),
+                                          on_the_lessons_device()),
+    "ex-autograd-fake-distances": lambda: (pair_distances_operator(_fake_distances), on_the_lessons_device()),
 }
 
 WRONG_ANSWERS = {
     "ex-autograd-predict-layer": lambda: [
-        (layer_prediction_with(1 / 3, 1 / 3), "the forward product only"),
-        (layer_prediction_with(0.5, 1), "multiply-add"),
-        (layer_prediction_with(1, 1 / 3), "each matrix's bytes once"),
-        (layer_prediction_with(1, 2), "8 bytes per element"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
-        (predicted_ms(1e12, 1e11), "expected your function itself"),
+        (scaled_prediction(predicted_ms, 1 / 3, 1 / 3), "the forward product only"),
+        (scaled_prediction(predicted_ms, 0.5, 1), "multiply-add"),
+        (scaled_prediction(predicted_ms, 1, 1 / 3), "each matrix's bytes once"),
+        (scaled_prediction(predicted_ms, 1, 2), "8 bytes per element"),
+        *prediction_slips(predicted_ms, itself=True),
     ],
     "ex-autograd-grad-by-hand": lambda: [
         (torch.tensor([1.0, 10.0, 25.0]), "values differ"),  # forgot the 1/3 of the mean

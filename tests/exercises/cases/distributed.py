@@ -6,7 +6,9 @@ seconds each). The DDP scripts import train_one.py, which the lesson writes: the
 lesson's own cell, so that a lesson whose train_one.py drifted from what the check computes fails here.
 """
 
+import inspect
 import json
+import linecache
 import textwrap
 from functools import cache
 from pathlib import Path
@@ -17,6 +19,7 @@ import torch.distributed as dist
 
 from gpukit.base.paths import state_dir
 from tests.support.booktoc import ROOT
+from tests.support.exercise_cases import prediction_slips, roofline_mistakes
 
 LESSON = ROOT / "notebooks" / "10-multi-gpu.ipynb"
 
@@ -47,77 +50,27 @@ def all_reduce_by_hand(t):
         dist.recv(t, src=0)
 
 
-def no_sum_sent_back(t):
-    if dist.get_rank() == 0:
-        incoming = torch.empty_like(t)
-        for source in range(1, dist.get_world_size()):
-            dist.recv(incoming, src=source)
-            t += incoming
-    else:
-        dist.send(t, dst=0)
+def solution_changed(name: str, *changes: tuple[str, str]):
+    """all_reduce_by_hand with each (old, new) replaced in its source, defined as ``name`` as a notebook cell defines
+    a function: its source held by linecache, where the check reads it (it runs the source alone in each rank)."""
+    source = textwrap.dedent(inspect.getsource(all_reduce_by_hand)).replace("all_reduce_by_hand(", f"{name}(")
+    for old, new in changes:
+        assert old in source, old
+        source = source.replace(old, new)
+    cell = f"<exercise case {name}>"
+    linecache.cache[cell] = (len(source), None, source.splitlines(keepends=True), cell)
+    namespace = {"torch": torch, "dist": dist}
+    exec(compile(source, cell, "exec"), namespace)
+    return namespace[name]
 
 
-def not_in_place(t):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        incoming = torch.empty_like(t)
-        for source in range(1, world):
-            dist.recv(incoming, src=source)
-            t = t + incoming  # a new tensor: the caller's t is unchanged
-        for destination in range(1, world):
-            dist.send(t, dst=destination)
-    else:
-        dist.send(t, dst=0)
-        dist.recv(t, src=0)
-    return t
+# Rank 0 sends the sum back, and each other rank receives it.
+SEND_BACK = "        for destination in range(1, world):\n            dist.send(t, dst=destination)\n"
+RECEIVE_BACK = "        dist.recv(t, src=0)\n"
 
 
 def calls_a_notebook_function(t):
     all_reduce_by_hand(t)  # the check's script has torch and dist only: a NameError there
-
-
-def leaves_out_rank_0(t):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        total, incoming = torch.zeros_like(t), torch.empty_like(t)
-        for source in range(1, world):
-            dist.recv(incoming, src=source)
-            total += incoming
-        t.copy_(total)
-        for destination in range(1, world):
-            dist.send(t, dst=destination)
-    else:
-        dist.send(t, dst=0)
-        dist.recv(t, src=0)
-
-
-def averages(t):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        incoming = torch.empty_like(t)
-        for source in range(1, world):
-            dist.recv(incoming, src=source)
-            t += incoming
-        t /= world
-        for destination in range(1, world):
-            dist.send(t, dst=destination)
-    else:
-        dist.send(t, dst=0)
-        dist.recv(t, src=0)
-
-
-def buffer_made_without_device(t):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        incoming = torch.zeros(t.shape)  # no device=: on the CPU, while t is on this rank's GPU
-        for source in range(1, world):
-            dist.recv(incoming, src=source)
-            t += incoming
-        for destination in range(1, world):
-            dist.send(t, dst=destination)
-    else:
-        dist.send(t, dst=0)
-        dist.recv(t, src=0)
 
 
 def with_the_library(t):
@@ -172,10 +125,6 @@ def ring_predicted_ms(peak_flops, bandwidth):
     return 1e3 * max(share * RING_VALUES / peak_flops, 2 * 2 * share * 4 * RING_VALUES / bandwidth)
 
 
-def ring_prediction_with(flops, nbytes):
-    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
-
-
 SOLUTIONS = {
     "ex-dist-predict-ring": lambda: (ring_predicted_ms, {"device": "cpu", "n_values": RING_VALUES,
                                                          "world_size": RING_RANKS}),
@@ -186,14 +135,10 @@ SOLUTIONS = {
 
 WRONG_ANSWERS = {
     "ex-dist-predict-ring": lambda: [
-        (ring_prediction_with(0.75 * RING_VALUES, 6 * RING_VALUES), "without what it receives"),
-        (ring_prediction_with(3 * RING_VALUES, 96 * RING_VALUES), "the whole tensor at every step"),
-        (ring_prediction_with(0.75 * RING_VALUES, 24 * RING_VALUES), "8 bytes per value"),
-        (ring_prediction_with(RING_VALUES, 12 * RING_VALUES), "an addition for every value"),
-        (ring_prediction_with(0.75 * RING_VALUES, 30 * RING_VALUES), "too long"),
-        (lambda peak_flops, bandwidth: ring_predicted_ms(peak_flops, bandwidth) * 1e3, "a thousand times off"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
-        (ring_predicted_ms(1e12, 1e11), "expected your function itself"),
+        *roofline_mistakes({"without what it receives": (0.75, 6), "the whole tensor at every step": (3, 96),
+                            "8 bytes per value": (0.75, 24), "an addition for every value": (1, 12),
+                            "too long": (0.75, 30)}, per=RING_VALUES),
+        *prediction_slips(ring_predicted_ms, times=1e3, itself=True),
     ],
     "ex-dist-ring-time": lambda: [
         (2e9 / 50e9, "too small"),  # the data once
@@ -201,12 +146,19 @@ WRONG_ANSWERS = {
         (np.array([0.5, 0.5]), "expected a number"),
     ],
     "ex-dist-allreduce-by-hand": lambda: [
-        (no_sum_sent_back, "send the sum back"),
-        (not_in_place, "in place"),
-        (leaves_out_rank_0, "leaves out rank 0's own tensor"),
-        (averages, "the mean"),
+        (solution_changed("no_sum_sent_back", (SEND_BACK, ""), (RECEIVE_BACK, "")), "send the sum back"),
+        # A new tensor: the caller's t is unchanged.
+        (solution_changed("not_in_place", ("t += incoming", "t = t + incoming"),
+                          (RECEIVE_BACK, RECEIVE_BACK + "    return t\n")), "in place"),
+        (solution_changed("leaves_out_rank_0",
+                          ("incoming =", "total, incoming = torch.zeros_like(t),"),
+                          ("t += incoming\n", "total += incoming\n        t.copy_(total)\n")),
+         "leaves out rank 0's own tensor"),
+        (solution_changed("averages", ("t += incoming\n", "t += incoming\n        t /= world\n")), "the mean"),
+        # No device=: on the CPU, while t is on this rank's GPU.
+        (solution_changed("buffer_made_without_device", ("torch.empty_like(t)", "torch.zeros(t.shape)")),
+         "made without device="),
         (calls_a_notebook_function, "NameError"),
-        (buffer_made_without_device, "made without device="),
         (with_the_library, "point-to-point"),
         (lambda t: t, "a lambda"),
         (torch.zeros(5), "pass the function itself"),

@@ -2,10 +2,13 @@
 
 JAX is optional: without it these cases skip (the lesson's exercise cells skip too)."""
 
+import time
+
 import numpy as np
 import pytest
 
 from tests.exercises.cases import named
+from tests.support.exercise_cases import prediction_slips, roofline_mistakes
 
 
 def _jax():
@@ -50,8 +53,6 @@ def pairwise_wrong_answers():
 
 def timed(f, *args):
     """The lesson's solution: a first call waited for, then one call timed until its result is ready."""
-    import time
-
     jax, _ = _jax()
     jax.block_until_ready(f(*args))  # the first call compiles: not timed
     start = time.perf_counter()
@@ -59,59 +60,34 @@ def timed(f, *args):
     return time.perf_counter() - start
 
 
-def timed_without_waiting(f, *args):
-    import time
+def _timing(first_call="waited for", wait_on="the result"):
+    """The solution with its first call ``first_call`` ("waited for", "not waited for" or None: not made), and the
+    timed call's wait ``wait_on`` ("the result", "the inputs" or None: none)."""
 
-    jax, _ = _jax()
-    jax.block_until_ready(f(*args))
-    start = time.perf_counter()
-    f(*args)
-    return time.perf_counter() - start
+    def timing(f, *args):
+        jax, _ = _jax()
+        if first_call is not None:
+            first = f(*args)
+            if first_call == "waited for":
+                jax.block_until_ready(first)
+        start = time.perf_counter()
+        result = f(*args)
+        if wait_on is not None:
+            jax.block_until_ready(result if wait_on == "the result" else args)
+        return time.perf_counter() - start
 
-
-def timed_first_call(f, *args):
-    import time
-
-    jax, _ = _jax()
-    start = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    return time.perf_counter() - start
-
-
-def timed_after_an_unwaited_first_call(f, *args):
-    import time
-
-    jax, _ = _jax()
-    f(*args)  # warm-up queued, not waited for
-    start = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    return time.perf_counter() - start
+    return timing
 
 
-def timed_waiting_on_the_inputs(f, *args):
-    import time
-
-    jax, _ = _jax()
-    jax.block_until_ready(f(*args))
-    start = time.perf_counter()
-    f(*args)
-    jax.block_until_ready(args)  # the inputs were ready long ago
-    return time.perf_counter() - start
+timed_without_waiting = named("timed_without_waiting", _timing(wait_on=None))
+timed_first_call = named("timed_first_call", _timing(first_call=None))
+timed_after_an_unwaited_first_call = named("timed_after_an_unwaited_first_call", _timing(first_call="not waited for"))
+# The inputs were ready long ago.
+timed_waiting_on_the_inputs = named("timed_waiting_on_the_inputs", _timing(wait_on="the inputs"))
 
 
 def timed_in_milliseconds(f, *args):
     return 1000 * timed(f, *args)
-
-
-def timed_compile_only_mean(f, *args):
-    """The mean of two calls, the first included: right on quick-compiling work, wrong when compiling is slow."""
-    import time
-
-    jax, _ = _jax()
-    start = time.perf_counter()
-    for _ in range(2):
-        jax.block_until_ready(f(*args))
-    return (time.perf_counter() - start) / 2
 
 
 def timed_wrong_answers():
@@ -157,11 +133,6 @@ def predicted_ms(peak_flops, bandwidth, m=M):
     return 1e3 * max(4 * m / peak_flops, 2 * 4 * m / bandwidth)
 
 
-def fused_prediction(flops_per_value, bytes_per_value):
-    return lambda peak_flops, bandwidth: 1e3 * max(flops_per_value * M / peak_flops,
-                                                   bytes_per_value * M / bandwidth)
-
-
 SOLUTIONS = {
     "ex-jax-predict-fused": lambda: (predicted_ms, {"device": "cpu", "m": M}),
     "ex-jax-vmap-pairwise": lambda: (pairwise_solution(), {}),
@@ -171,12 +142,9 @@ SOLUTIONS = {
 
 WRONG_ANSWERS = {
     "ex-jax-predict-fused": lambda: [
-        (fused_prediction(4, 36), "every operation's arrays"),
-        (fused_prediction(4, 4), "x's bytes only"),
-        (fused_prediction(4, 16), "8 bytes per value"),
-        (fused_prediction(1, 8), "one FLOP per value"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
-        (lambda peak_flops, bandwidth: 1e3 * predicted_ms(peak_flops, bandwidth), "thousand times off"),
+        *roofline_mistakes({"every operation's arrays": (4, 36), "x's bytes only": (4, 4), "8 bytes per value": (4, 16),
+                            "one FLOP per value": (1, 8)}, per=M),
+        *prediction_slips(predicted_ms, times=1e3),
     ],
     "ex-jax-vmap-pairwise": pairwise_wrong_answers,
     "ex-jax-timed": timed_wrong_answers,

@@ -12,8 +12,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from gpukit.core.device import pick_device
 from gpukit.topics.simulators import use_cuda_simulator, use_triton_interpreter
+from tests.support.exercise_cases import on_the_lessons_device, prediction_slips, roofline_mistakes
 
 
 @cache
@@ -90,13 +90,13 @@ def predicted_ms(peak_flops, bandwidth, k=ADD_SIZE):
     return 1e3 * max(k / peak_flops, 3 * 4 * k / bandwidth)
 
 
-def add_prediction(flops_per_value, bytes_per_value):
-    return lambda peak_flops, bandwidth: 1e3 * max(flops_per_value * ADD_SIZE / peak_flops,
-                                                   bytes_per_value * ADD_SIZE / bandwidth)
+def kernels_and_words(kernels: dict, words: dict[str, str]) -> list[tuple]:
+    """(the kernel ``kernels`` holds under each name of ``words``, its word) for each."""
+    return [(kernels[name], word) for name, word in words.items()]
 
 
 SOLUTIONS = {
-    "ex-kernels-predict-add": lambda: (predicted_ms, {"device": pick_device(), "k": ADD_SIZE}),
+    "ex-kernels-predict-add": lambda: (predicted_ms, on_the_lessons_device(k=ADD_SIZE)),
     "ex-kernels-launch": lambda: (numba_kernels()["launch"], {}),
     "ex-kernels-numba-saxpy": lambda: (numba_kernels()["right"], {}),
     "ex-kernels-triton-relu": lambda: (triton_kernels()["right"], {}),
@@ -104,37 +104,29 @@ SOLUTIONS = {
 
 WRONG_ANSWERS = {
     "ex-kernels-predict-add": lambda: [
-        (add_prediction(1, 4), "one vector's bytes"),
-        (add_prediction(1, 8), "the inputs' bytes only"),
-        (add_prediction(1, 24), "8 bytes per value"),
-        (add_prediction(2, 12), "2 FLOPs per value"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
-        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) / 1e3, "thousand times off"),
+        *roofline_mistakes({"one vector's bytes": (1, 4), "the inputs' bytes only": (1, 8),
+                            "8 bytes per value": (1, 24), "2 FLOPs per value": (2, 12)}, per=ADD_SIZE),
+        *prediction_slips(predicted_ms, times=1e-3),
     ],
     "ex-kernels-launch": lambda: [
-        (numba_kernels()["rounded down"], "Round n / threads up"),  # the off-by-one launch
-        (numba_kernels()["one block more"], "no item at all"),
-        (numba_kernels()["swapped"], "blocks first"),
-        (numba_kernels()["on the device"], "copy it back"),  # data left on the wrong device
-        (numba_kernels()["float64"], "dtype is float64"),  # the wrong dtype
-        (numba_kernels()["fixed grid"], "no item at all"),
-        (numba_kernels()["right"], "that is a kernel"),
+        *kernels_and_words(numba_kernels(), {
+            "rounded down": "Round n / threads up",  # the off-by-one launch
+            "one block more": "no item at all", "swapped": "blocks first",
+            "on the device": "copy it back",  # data left on the wrong device
+            "float64": "dtype is float64",  # the wrong dtype
+            "fixed grid": "no item at all", "right": "that is a kernel"}),
         (256, "expected a function"),
     ],
     "ex-kernels-numba-saxpy": lambda: [
-        (numba_kernels()["no guard"], "bounds guard"),
-        (numba_kernels()["thread index"], "values differ"),
-        (numba_kernels()["formula"], "values differ"),
-        (numba_kernels()["plain"], "expected a Numba CUDA kernel"),
-        (numba_kernels()["array code"], "works on whole arrays"),
+        *kernels_and_words(numba_kernels(), {"no guard": "bounds guard", "thread index": "values differ",
+                                             "formula": "values differ", "plain": "expected a Numba CUDA kernel",
+                                             "array code": "works on whole arrays"}),
         (np.zeros(100, np.float32), "expected a Numba CUDA kernel"),
     ],
     "ex-kernels-triton-relu": lambda: [
-        (triton_kernels()["no mask"], "mask"),
-        (triton_kernels()["no program id"], "never written (the first at index 256)"),
-        (triton_kernels()["abs"], "values differ"),
-        (triton_kernels()["signature"], "raised"),
-        (triton_kernels()["numpy"], "a function that runs on the host"),
+        *kernels_and_words(triton_kernels(), {"no program id": "never written (the first at index 256)",
+                                              "no mask": "mask", "abs": "values differ", "signature": "raised",
+                                              "numpy": "a function that runs on the host"}),
         (lambda x: x.clamp(min=0), "expected a Triton kernel"),
     ],
 }

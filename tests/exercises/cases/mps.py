@@ -12,10 +12,12 @@ import torch
 from gpukit.core.device import pick_device
 from gpukit.exercises.mps import MPS_PIVOTS
 from tests.exercises.cases import named
-
-
-def device():
-    return pick_device()
+from tests.support.exercise_cases import (
+    on_the_lessons_device,
+    prediction_slips,
+    scaled_prediction,
+    solved_on_the_lessons_device,
+)
 
 
 # ---------------------------------------------------------------------------------------- ex-mps-works-on
@@ -126,9 +128,9 @@ def slogdet_wrong_answers():
         (lambda a: lu_slogdet(a)[1], "expected a pair"),
         (lu_slogdet(torch.eye(3)[None]), "expected your function itself"),
     ]
-    if device() != "mps":  # MPS has no float64 at all: there the wrong answer raises instead
+    if pick_device() != "mps":  # MPS has no float64 at all: there the wrong answer raises instead
         wrong.append((slogdet_in_float64, "dtype is torch.float64"))
-    if device() != "cpu":  # only where the lesson's device is not the CPU can a result be on the wrong one
+    if pick_device() != "cpu":  # only where the lesson's device is not the CPU can a result be on the wrong one
         wrong.append((slogdet_on_the_cpu, "expected it on"))
     return wrong
 
@@ -141,25 +143,19 @@ def predicted_ms(peak_flops, bandwidth, batch=512, k=6):
     return 1e3 * max(batch * 2 * k**3 / 3 / peak_flops, batch * 4 * (k * k + k * k) / bandwidth)
 
 
-def lu_prediction(flops_share=1.0, bytes_share=1.0, batch=512):
-    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share,
-                                                      batch=batch)
-
-
 SOLUTIONS = {
-    "ex-mps-predict-lu": lambda: (predicted_ms, {"device": pick_device(), **LU_BATCH}),
+    "ex-mps-predict-lu": lambda: (predicted_ms, on_the_lessons_device(**LU_BATCH)),
     "ex-mps-pivot-sign": lambda: ((-1) ** sum(p != i for i, p in enumerate(MPS_PIVOTS, start=1)), {}),
-    "ex-mps-works-on": lambda: (works_on, {"device": device()}),
-    "ex-mps-lu-slogdet": lambda: (lu_slogdet, {"device": device()}),
+    **solved_on_the_lessons_device({"ex-mps-works-on": works_on, "ex-mps-lu-slogdet": lu_slogdet}),
 }
 
 WRONG_ANSWERS = {
     "ex-mps-predict-lu": lambda: [
-        (lu_prediction(bytes_share=0.5), "reads only"),
-        (lu_prediction(bytes_share=2), "8 bytes per value"),
-        (lu_prediction(flops_share=0.5), "multiply-add as one FLOP"),
-        (lu_prediction(batch=1), "one matrix instead of the batch"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (scaled_prediction(predicted_ms, bytes_share=0.5), "reads only"),
+        (scaled_prediction(predicted_ms, bytes_share=2), "8 bytes per value"),
+        (scaled_prediction(predicted_ms, flops_share=0.5), "multiply-add as one FLOP"),
+        (scaled_prediction(predicted_ms, batch=1), "one matrix instead of the batch"),
+        *prediction_slips(predicted_ms),
     ],
     "ex-mps-pivot-sign": lambda: [
         (1, "too large"),  # an even count of swaps: counting pivots equal to their step instead

@@ -15,10 +15,12 @@ from torch.utils.data import DataLoader
 
 from gpukit.core.device import pick_device
 from tests.exercises.cases import named
-
-
-def _context():
-    return {"device": pick_device()}
+from tests.support.exercise_cases import (
+    on_the_lessons_device,
+    prediction_slips,
+    scaled_prediction,
+    solved_on_the_lessons_device,
+)
 
 
 # ------------------------------------------------------------------------------------------ ex-prec-fp16-scaled
@@ -29,9 +31,13 @@ def scaled_fp16_matmul(a, b):
     return product.float() * (scale_a * scale_b)
 
 
+def _scales(a, b):
+    """The solution's scales of ``a`` and ``b``: powers of two, made on the device."""
+    return 2.0 ** torch.ceil(torch.log2(a.abs().max())), 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+
+
 def scaled_under_autocast(a, b):  # the same, with autocast making the float16 product
-    scale_a = 2.0 ** torch.ceil(torch.log2(a.abs().max()))
-    scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+    scale_a, scale_b = _scales(a, b)
     with torch.autocast(a.device.type, dtype=torch.float16):
         product = (a / scale_a) @ (b / scale_b)
     return product.float() * (scale_a * scale_b)
@@ -42,20 +48,17 @@ def _unscaled(a, b):  # straight to float16: the product overflows
 
 
 def _in_float32(a, b):  # scaled, but never in float16
-    scale_a = 2.0 ** torch.ceil(torch.log2(a.abs().max()))
-    scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+    scale_a, scale_b = _scales(a, b)
     return ((a / scale_a) @ (b / scale_b)) * (scale_a * scale_b)
 
 
 def _scales_not_undone(a, b):
-    scale_a = 2.0 ** torch.ceil(torch.log2(a.abs().max()))
-    scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+    scale_a, scale_b = _scales(a, b)
     return ((a / scale_a).half() @ (b / scale_b).half()).float()
 
 
 def _undone_in_float16(a, b):  # the scales multiplied back before leaving float16
-    scale_a = 2.0 ** torch.ceil(torch.log2(a.abs().max()))
-    scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+    scale_a, scale_b = _scales(a, b)
     product = (a / scale_a).half() @ (b / scale_b).half()
     return (product * (scale_a * scale_b).half()).float()
 
@@ -68,8 +71,7 @@ def scales_read_on_the_host(a, b):  # right values, but each scale read with .it
 
 
 def _one_scale_undone(a, b):
-    scale_a = 2.0 ** torch.ceil(torch.log2(a.abs().max()))
-    scale_b = 2.0 ** torch.ceil(torch.log2(b.abs().max()))
+    scale_a, scale_b = _scales(a, b)
     product = (a / scale_a).half() @ (b / scale_b).half()
     return product.float() * scale_a
 
@@ -176,25 +178,19 @@ def predicted_ms(peak_flops, bandwidth, size=SIZE):
     return 1e3 * max(2 * size**3 / peak_flops, 3 * 2 * size**2 / bandwidth)
 
 
-def bf16_prediction(flops_share=1.0, bytes_share=1.0):
-    return lambda peak_flops, bandwidth: predicted_ms(peak_flops / flops_share, bandwidth / bytes_share)
-
-
 SOLUTIONS = {
-    "ex-prec-predict-bf16": lambda: (predicted_ms, {"device": pick_device(), "size": SIZE}),
-    "ex-prec-fp16-scaled": lambda: (scaled_fp16_matmul, _context()),
-    "ex-prec-autocast-step": lambda: (autocast_step, _context()),
-    "ex-prec-loader": lambda: (make_loader, _context()),
-    "ex-prec-fp8-rows": lambda: (to_fp8_rows, _context()),
+    "ex-prec-predict-bf16": lambda: (predicted_ms, on_the_lessons_device(size=SIZE)),
+    **solved_on_the_lessons_device({"ex-prec-fp16-scaled": scaled_fp16_matmul, "ex-prec-autocast-step": autocast_step,
+                                    "ex-prec-loader": make_loader, "ex-prec-fp8-rows": to_fp8_rows}),
 }
 
 
 WRONG_ANSWERS = {
     "ex-prec-predict-bf16": lambda: [
-        (bf16_prediction(flops_share=0.5), "multiply-add as one FLOP"),
-        (bf16_prediction(bytes_share=2), "4 bytes per value"),
-        (bf16_prediction(bytes_share=1 / 3), "one matrix's bytes"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (scaled_prediction(predicted_ms, flops_share=0.5), "multiply-add as one FLOP"),
+        (scaled_prediction(predicted_ms, bytes_share=2), "4 bytes per value"),
+        (scaled_prediction(predicted_ms, bytes_share=1 / 3), "one matrix's bytes"),
+        *prediction_slips(predicted_ms),
     ],
     "ex-prec-fp16-scaled": lambda: [
         (_unscaled, "float16 overflowed"),

@@ -10,12 +10,13 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from gpukit.core.device import pick_device
 from tests.exercises.cases import named
-
-
-def _context():
-    return {"device": pick_device()}
+from tests.support.exercise_cases import (
+    on_the_lessons_device,
+    prediction_slips,
+    scaled_prediction,
+    solved_on_the_lessons_device,
+)
 
 
 # ------------------------------------------------------------------------------------- ex-prof-hidden-sync
@@ -24,19 +25,6 @@ def clipped_step_without_waiting(model, optimiser, x, y, max_norm=1.0):
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    optimiser.step()
-    return loss.detach()
-
-
-def clipped_with_clamp(model, optimiser, x, y, max_norm=1.0):  # by hand: scale by min(1, max_norm / norm)
-    optimiser.zero_grad()
-    loss = nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    grads = [p.grad for p in model.parameters()]
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    scale = torch.clamp(max_norm / norm, max=1.0)
-    for g in grads:
-        g.mul_(scale)
     optimiser.step()
     return loss.detach()
 
@@ -58,6 +46,13 @@ def _clipping(scale_of, *, record=lambda loss: loss.detach()):
         return record(loss)
 
     return step
+
+
+def _clamped(norm, max_norm):  # by hand, without a wait: scale by min(1, max_norm / norm)
+    return torch.clamp(max_norm / norm, max=1.0)
+
+
+clipped_with_clamp = named("clipped_with_clamp", _clipping(_clamped))  # another right answer
 
 
 def _as_given(norm, max_norm):  # the exercise's step: a Python if on a tensor
@@ -92,71 +87,48 @@ def train_step_in_ranges(model, optimiser, x, y):
     return loss.detach()
 
 
-def _plain(model, optimiser, x, y):
-    optimiser.zero_grad()
-    loss = nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    optimiser.step()
-    return loss.detach()
+def _laid_out(*layout):
+    """A training step whose phases run as ``layout`` says: each item a phase ("zero_grad", "forward", "backward",
+    "step"), or a pair (name, [items]) of items run inside ``record_function(name)``."""
+
+    def step(model, optimiser, x, y):
+        losses = []
+
+        def run(items):
+            for item in items:
+                if isinstance(item, tuple):
+                    with record_function(item[0]):
+                        run(item[1])
+                elif item == "zero_grad":
+                    optimiser.zero_grad()
+                elif item == "forward":
+                    losses.append(nn.functional.mse_loss(model(x), y))
+                elif item == "backward":
+                    losses[-1].backward()
+                else:
+                    optimiser.step()
+
+        run(layout)
+        return losses[-1].detach()
+
+    return step
 
 
-def _capitalised(model, optimiser, x, y):
-    optimiser.zero_grad()
-    with record_function("Forward"):
-        loss = nn.functional.mse_loss(model(x), y)
-    with record_function("Backward"):
-        loss.backward()
-    with record_function("Optimiser"):
-        optimiser.step()
-    return loss.detach()
-
-
-def _empty_ranges(model, optimiser, x, y):  # the ranges mark nothing: the work runs after them
-    optimiser.zero_grad()
-    with record_function("forward"):
-        pass
-    loss = nn.functional.mse_loss(model(x), y)
-    with record_function("backward"):
-        loss.backward()
-    with record_function("optimiser"):
-        optimiser.step()
-    return loss.detach()
-
-
-def _forward_holds_backward(model, optimiser, x, y):
-    optimiser.zero_grad()
-    with record_function("forward"):
-        loss = nn.functional.mse_loss(model(x), y)
-        with record_function("backward"):
-            loss.backward()
-    with record_function("optimiser"):
-        optimiser.step()
-    return loss.detach()
-
-
-def _optimiser_outside(model, optimiser, x, y):
-    with record_function("optimiser"):
-        optimiser.zero_grad()  # the range holds the optimiser's zero_grad, not its step
-    with record_function("forward"):
-        loss = nn.functional.mse_loss(model(x), y)
-    with record_function("backward"):
-        loss.backward()
-    optimiser.step()
-    return loss.detach()
+_plain = _laid_out("zero_grad", "forward", "backward", "step")
+_capitalised = _laid_out("zero_grad", ("Forward", ["forward"]), ("Backward", ["backward"]), ("Optimiser", ["step"]))
+# The forward range marks nothing: the work runs after it.
+_empty_ranges = _laid_out("zero_grad", ("forward", []), "forward", ("backward", ["backward"]), ("optimiser", ["step"]))
+_forward_holds_backward = _laid_out("zero_grad", ("forward", ["forward", ("backward", ["backward"])]),
+                                    ("optimiser", ["step"]))
+# The optimiser's range holds its zero_grad, not its step.
+_optimiser_outside = _laid_out(("optimiser", ["zero_grad"]), ("forward", ["forward"]), ("backward", ["backward"]),
+                               "step")
+# No zero_grad: gradients pile up from step to step.
+_without_zero_grad = _laid_out(("forward", ["forward"]), ("backward", ["backward"]), ("optimiser", ["step"]))
 
 
 def returning_the_loss_read_on_the_host(model, optimiser, x, y):  # the lesson's log kept: a wait every step
     return train_step_in_ranges(model, optimiser, x, y).item()
-
-
-def _without_zero_grad(model, optimiser, x, y):  # gradients pile up from step to step
-    with record_function("forward"):
-        loss = nn.functional.mse_loss(model(x), y)
-    with record_function("backward"):
-        loss.backward()
-    with record_function("optimiser"):
-        optimiser.step()
-    return loss.detach()
 
 
 STEP = {"n": 1024, "features": 32, "hidden": 128}
@@ -169,24 +141,20 @@ def predicted_ms(peak_flops, bandwidth, n=1024, features=32, hidden=128, product
     return 1e3 * max(flops / peak_flops, products * one / bandwidth)
 
 
-def step_prediction(**mistake):
-    return lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth, **mistake)
-
-
 SOLUTIONS = {
-    "ex-prof-predict-step": lambda: (predicted_ms, {"device": pick_device(), **STEP}),
-    "ex-prof-hidden-sync": lambda: (clipped_step_without_waiting, _context()),
-    "ex-prof-ranges": lambda: (train_step_in_ranges, _context()),
+    "ex-prof-predict-step": lambda: (predicted_ms, on_the_lessons_device(**STEP)),
+    **solved_on_the_lessons_device({"ex-prof-hidden-sync": clipped_step_without_waiting,
+                                    "ex-prof-ranges": train_step_in_ranges}),
 }
 
 
 WRONG_ANSWERS = {
     "ex-prof-predict-step": lambda: [
-        (step_prediction(products=1), "forward product only"),
-        (lambda peak_flops, bandwidth: predicted_ms(2 * peak_flops, bandwidth), "multiply-add as one FLOP"),
-        (step_prediction(value_bytes=8), "8 bytes per value"),
-        (step_prediction(result=False), "without the result"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
+        (scaled_prediction(predicted_ms, products=1), "forward product only"),
+        (scaled_prediction(predicted_ms, flops_share=0.5), "multiply-add as one FLOP"),
+        (scaled_prediction(predicted_ms, value_bytes=8), "8 bytes per value"),
+        (scaled_prediction(predicted_ms, result=False), "without the result"),
+        *prediction_slips(predicted_ms),
     ],
     "ex-prof-hidden-sync": lambda: [
         (named("clipping_with_a_python_if", _clipping(_as_given)), "waited for the device: aten::"),
@@ -194,11 +162,9 @@ WRONG_ANSWERS = {
         (_clipping(_never), "values differ"),
         (_clipping(_always), "values differ"),
         (named("recording_the_loss_with_item",
-               _clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0),
-                         record=lambda loss: loss.item())), "aten::item"),
+               _clipping(_clamped, record=lambda loss: loss.item())), "aten::item"),
         (named("copying_the_loss_to_the_host",
-               _clipping(lambda norm, max_norm: torch.clamp(max_norm / norm, max=1.0),
-                         record=lambda loss: loss.detach().cpu())), "host"),
+               _clipping(_clamped, record=lambda loss: loss.detach().cpu())), "host"),
         (_old_signature, "max_norm"),
         ("clipped_step_without_waiting", "expected your function itself"),
         (lambda model, optimiser, x, y, max_norm=1.0: None, "trains nothing yet"),  # the placeholder

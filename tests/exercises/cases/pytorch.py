@@ -12,14 +12,12 @@ from torch import nn
 from gpukit.core.device import pick_device
 from gpukit.exercises.pytorch import _small_regression
 from tests.exercises.cases import named
-
-
-def _device():
-    return pick_device()
-
-
-def _context():
-    return {"device": _device()}
+from tests.support.exercise_cases import (
+    on_the_lessons_device,
+    prediction_slips,
+    roofline_prediction,
+    solved_on_the_lessons_device,
+)
 
 
 # ----------------------------------------------------------------------------------- ex-torch-fix-mismatch
@@ -29,88 +27,69 @@ def standardise_anywhere(batch):
     return (batch - offset) / scale
 
 
+def _constants(**options):
+    """The exercise's offset and scale, made with ``options``."""
+    return torch.tensor([0.5, -1.0, 2.0], **options), torch.tensor([0.1, 0.2, 0.4], **options)
+
+
 def standardise_on_the_host(batch):  # the lesson's standardise: works on a CPU-only run, fails on a GPU
-    offset = torch.tensor([0.5, -1.0, 2.0])
-    scale = torch.tensor([0.1, 0.2, 0.4])
+    offset, scale = _constants()
     return (batch - offset) / scale
 
 
 def standardise_on_a_fixed_device(batch):  # the lesson's device, not the batch's: fails for any other caller
-    offset = torch.tensor([0.5, -1.0, 2.0], device=_device())
-    scale = torch.tensor([0.1, 0.2, 0.4], device=_device())
+    offset, scale = _constants(device=pick_device())
     return (batch - offset) / scale
 
 
 def standardise_on_the_cpu(batch):  # moves the batch to the constants instead
-    offset = torch.tensor([0.5, -1.0, 2.0])
-    scale = torch.tensor([0.1, 0.2, 0.4])
+    offset, scale = _constants()
     return (batch.cpu() - offset) / scale
 
 
 def standardise_in_float64(batch):
-    offset = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, device=batch.device)
-    scale = torch.tensor([0.1, 0.2, 0.4], dtype=torch.float64, device=batch.device)
+    offset, scale = _constants(dtype=torch.float64, device=batch.device)
     return (batch - offset) / scale
 
 
 def standardise_backwards(batch):  # scale and offset swapped
-    offset = torch.tensor([0.5, -1.0, 2.0], device=batch.device)
-    scale = torch.tensor([0.1, 0.2, 0.4], device=batch.device)
+    offset, scale = _constants(device=batch.device)
     return batch / scale - offset
 
 
 # ----------------------------------------------------------------------------------------- ex-torch-no-item
-def train_without_waiting(model, optimiser, x, y, steps):
-    losses = []
-    for _ in range(steps):
-        optimiser.zero_grad()
-        loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.detach())
-    return torch.stack(losses)
-
-
-def _training(record, finish=list):
-    """The lesson's loop, recording each loss with ``record(loss)`` and returning ``finish(losses)``."""
+def _training(record, finish=list, each_step=None):
+    """The lesson's loop, recording each loss with ``record(loss)`` and returning ``finish(losses)``; where given,
+    ``each_step(step, loss)`` runs after each step, and stops the loop where it returns something true."""
 
     def train(model, optimiser, x, y, steps):
         losses = []
-        for _ in range(steps):
+        for step in range(steps):
             optimiser.zero_grad()
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()
             optimiser.step()
             losses.append(record(loss))
+            if each_step is not None and each_step(step, loss):
+                break
         return finish(losses)
 
     return train
 
 
-def _printing(model, optimiser, x, y, steps):
-    losses = []
-    for step in range(steps):
-        optimiser.zero_grad()
-        loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.detach())
-        if step % 5 == 0:
-            print(f"step {step}: loss {loss:.4f}")
-    return torch.stack(losses)
+# The solution: each loss kept on the device, without its graph (loss.detach()), and the losses stacked at the end.
+train_without_waiting = named("train_without_waiting", _training(lambda loss: loss.detach(), torch.stack))
 
 
-def _stopping_early(model, optimiser, x, y, steps):
-    losses = []
-    for _ in range(steps):
-        optimiser.zero_grad()
-        loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.detach())
-        if loss < 1e-6:  # an if on a tensor: the host must know the value
-            break
-    return torch.stack(losses)
+def _print_every_fifth(step, loss):
+    if step % 5 == 0:
+        print(f"step {step}: loss {loss:.4f}")
+
+
+_printing = named("_printing", _training(lambda loss: loss.detach(), torch.stack, _print_every_fifth))
+# An if on a tensor: the host must know the value.
+_stopping_early = named("_stopping_early", _training(lambda loss: loss.detach(), torch.stack,
+                                                     lambda step, loss: loss < 1e-6))
 
 
 # ---------------------------------------------------------------------------------- ex-torch-compile-break
@@ -163,19 +142,21 @@ def fit_in_a_loop(times, values):  # the exercise's loop as given
     return torch.stack(fits)
 
 
-def fit_with_powers_on_the_host(times, values):
-    vander = times.unsqueeze(-1) ** torch.arange(3)  # on the host: fails for data on a GPU
-    return torch.linalg.solve(vander.mT @ vander, vander.mT @ values.unsqueeze(-1)).squeeze(-1)
-
-
-def fit_without_squeezing(times, values):
-    vander = torch.stack([torch.ones_like(times), times, times * times], dim=-1)
+def _solved(vander, values):
     return torch.linalg.solve(vander.mT @ vander, vander.mT @ values.unsqueeze(-1))
 
 
+def fit_with_powers_on_the_host(times, values):
+    vander = times.unsqueeze(-1) ** torch.arange(3)  # on the host: fails for data on a GPU
+    return _solved(vander, values).squeeze(-1)
+
+
+def fit_without_squeezing(times, values):
+    return _solved(torch.stack([torch.ones_like(times), times, times * times], dim=-1), values)
+
+
 def fit_highest_power_first(times, values):  # as torch.vander orders the columns: t**2, t, 1
-    vander = torch.stack([times * times, times, torch.ones_like(times)], dim=-1)
-    return torch.linalg.solve(vander.mT @ vander, vander.mT @ values.unsqueeze(-1)).squeeze(-1)
+    return _solved(torch.stack([times * times, times, torch.ones_like(times)], dim=-1), values).squeeze(-1)
 
 
 BATCH, K = 2_000, 8
@@ -186,27 +167,21 @@ def predicted_ms(peak_flops, bandwidth, batch=BATCH, k=K):
     return 1e3 * max(2 * batch * k**3 / peak_flops, 3 * 4 * batch * k * k / bandwidth)
 
 
-def prediction_with(flops, nbytes):
-    return lambda peak_flops, bandwidth: 1e3 * max(flops / peak_flops, nbytes / bandwidth)
-
-
 SOLUTIONS = {
-    "ex-torch-predict-bmm": lambda: (predicted_ms, {"device": _device(), "batch": BATCH, "k": K}),
-    "ex-torch-fix-mismatch": lambda: (standardise_anywhere, _context()),
-    "ex-torch-no-item": lambda: (train_without_waiting, _context()),
-    "ex-torch-compile-break": lambda: (rescaled_in_one_graph, _context()),
-    "ex-torch-batched-fit": lambda: (fit_batched, _context()),
+    "ex-torch-predict-bmm": lambda: (predicted_ms, on_the_lessons_device(batch=BATCH, k=K)),
+    **solved_on_the_lessons_device({"ex-torch-fix-mismatch": standardise_anywhere,
+                                    "ex-torch-no-item": train_without_waiting,
+                                    "ex-torch-compile-break": rescaled_in_one_graph,
+                                    "ex-torch-batched-fit": fit_batched}),
 }
 
 
 WRONG_ANSWERS = {
     "ex-torch-predict-bmm": lambda: [
-        (prediction_with(BATCH * K**3, 12 * BATCH * K * K), "multiply-add"),
-        (prediction_with(2 * K**3, 12 * K * K), "one matrix's work"),
-        (prediction_with(2 * BATCH * K**3, 4 * BATCH * K * K), "one stack only"),
-        (lambda peak_flops, bandwidth: predicted_ms(peak_flops, bandwidth) * 1e3, "a thousand times off"),
-        (lambda peak_flops, bandwidth: None, "replace the placeholder"),
-        (predicted_ms(1e12, 1e11), "expected your function itself"),
+        (roofline_prediction(BATCH * K**3, 12 * BATCH * K * K), "multiply-add"),
+        (roofline_prediction(2 * K**3, 12 * K * K), "one matrix's work"),
+        (roofline_prediction(2 * BATCH * K**3, 4 * BATCH * K * K), "one stack only"),
+        *prediction_slips(predicted_ms, times=1e3, itself=True),
     ],
     "ex-torch-fix-mismatch": lambda: [
         (standardise_on_the_host, "made on a fixed device"),
@@ -220,7 +195,7 @@ WRONG_ANSWERS = {
         (named("train_reading_item", _training(lambda loss: loss.item())),
          "read a tensor's value on the host 12 time(s) (.item() x12)"),
         (named("train_reading_item_then_copying_back",
-               _training(lambda loss: loss.item(), lambda losses: torch.tensor(losses, device=_device()))),
+               _training(lambda loss: loss.item(), lambda losses: torch.tensor(losses, device=pick_device()))),
          ".item() x12"),
         (named("train_reading_float", _training(float)), "float() x12"),
         (named("train_copying_to_the_host", _training(lambda loss: loss.detach().cpu(), torch.stack)), ".cpu() x12"),

@@ -23,11 +23,7 @@ import torch
 from torch.distributed.fsdp import fully_shard
 from torch.utils.checkpoint import checkpoint
 
-from gpukit.core.device import pick_device
-
-
-def _context():
-    return {"device": pick_device()}
+from tests.support.exercise_cases import solved_on_the_lessons_device
 
 
 # -------------------------------------------------------------------------------------------- ex-scale-checkpoint
@@ -145,8 +141,7 @@ def _root_without_mesh(model, mesh):
 
 SOLUTIONS = {
     "ex-scale-bytes-per-param": lambda: (2 + 4 + 4 + (4 + 4), {}),
-    "ex-scale-checkpoint": lambda: (checkpointed_forward, _context()),
-    "ex-scale-fully-shard": lambda: (shard_model, _context()),
+    **solved_on_the_lessons_device({"ex-scale-checkpoint": checkpointed_forward, "ex-scale-fully-shard": shard_model}),
     "ex-scale-ring-bytes": lambda: ((2 * 15 / 16 + 15 / 16) * 2 * 1.3e9, {}),
     "ex-scale-step-flops": lambda: ((6 * 1.3e9 + 12 * 24 * 2048 * 2048) * 16 * 2048, {}),
     "ex-scale-comm-tokens": lambda: ((8 - 1) / 8 * 2 * 400e12 / (2 * 400e9 / 8), {}),
