@@ -9,40 +9,23 @@ and say so. The scheduled workflow .github/workflows/drift.yml then runs the not
 the rest of this file tests the relaxing and the workflow's summary on planted inputs.
 """
 
-import sys
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.support.booktoc import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import drift  # noqa: E402  (scripts/ is not a package)
-import platforms  # noqa: E402
+from tests.support.resolutions import case_id, drift, platforms, resolve_each
 
 NEWEST = platforms.newest_cases()
 
 
-def case_id(case) -> str:
-    stack, platform, python = case
-    return f"newest-{stack.name}-{platform.name}-py{python}"
-
-
 @pytest.fixture(scope="module")
 def newest():
-    """Every newest case resolved once, eight at a time (the resolver mostly waits on the registry)."""
-    problem = platforms.registry_problem()
-    if problem:
-        pytest.skip(f"cannot ask the resolver which releases are newest: {problem}")
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        results = pool.map(lambda case: platforms.resolve_or_error(case, None), NEWEST)
-        return dict(zip(map(case_id, NEWEST), results, strict=True))
+    return resolve_each(NEWEST, None)
 
 
-@pytest.mark.parametrize("case", NEWEST, ids=case_id)
+@pytest.mark.parametrize("case", NEWEST, ids=lambda case: case_id(case, "newest-"))
 def test_the_newest_releases_still_install_together(newest, case):
     stack, platform, python = case
     resolved = newest[case_id(case)]

@@ -1,15 +1,7 @@
-"""The launch buttons and the workshop hub, end to end: the built site's JupyterHub links, followed on the hub
-the book ships (hub/jupyterhub_config.py).
-
-tests/support/site_build.py builds the site with its hub URL and repository URL pointed at servers on 127.0.0.1;
-tests/support/hub_session.py starts those servers (git daemon with the book's repository on a branch that is not
-its default, the shipped hub configuration with the configurable-http-proxy, nbgitpuller and JupyterLab),
-logs two attendees in in Chromium, opens every lesson page's launch link as the site wrote it and measures what
-JupyterLab shows of the lesson (tests/support/hub_lesson_checks.py: its MyST rendered, its solutions closed, each
-measured
-value a placeholder that names the cell computing it), runs two of the pulled notebooks in the user's kernel,
-which has the lesson libraries but not gpukit, and reads their values again, keeps an edit across a second click
-on a link, and tries one attendee's server and hub records as the other.
+"""The launch buttons and the workshop hub, end to end: every lesson page's JupyterHub link, as the test site
+(tests/support/site_build.py) wrote it, followed in Chromium on the hub the book ships (hub/jupyterhub_config.py) by
+two attendees: tests/support/hub_session.py runs the session and says what it does, tests/support/hub_lesson_checks.py
+measures what JupyterLab shows of each lesson.
 
 The session runs inside a loopback-only network namespace where one can be made (nothing listens on or
 reaches another address); where the test's one-node Slurm can run, the hub starts the users' servers as
@@ -32,15 +24,20 @@ import pytest
 
 from gpukit.topics.distributed import free_port
 from tests.support.booktoc import ROOT, toc_files
-from tests.support.device_probe import skip_where_the_gpu_cannot_work
 from tests.support.hub_lesson_checks import problems
 from tests.support.hub_session import (
     EDITED,
+    EXECUTED,
+    HOME,
     NOTE,
+    REPORT,
+    REPOSITORY_FOLDER,
+    SESSION,
     STATE,
     UPDATED,
     UPSTREAM,
     USERS,
+    git,
     hub_environment,
     install_proxy,
     make_user_environment,
@@ -48,15 +45,12 @@ from tests.support.hub_session import (
     serve_repository,
     write_test_overrides,
 )
-from tests.support.lesson_runs import run_in
 from tests.support.netns import loopback_namespace_prefix
-from tests.support.site_build import LESSONS_NEED_THE_GPU, REPOSITORY_PATH, built_site
+from tests.support.site_build import the_test_site
 from tests.support.slurm_cluster import GPU_TYPES, PARTITION, SlurmCluster, why_not_here
 
 LESSONS = [doc for doc in toc_files() if doc.startswith("notebooks/")]
-# Run to the end in the user's kernel: the environment check, and a lesson that draws plots.
-EXECUTED = ["notebooks/00-environment-check", "notebooks/13-benchmarks"]
-REPOSITORY_FOLDER = REPOSITORY_PATH.rsplit("/", 1)[-1]  # where nbgitpuller clones it in the user's home
+CLONE = HOME / USERS[0] / REPOSITORY_FOLDER  # the first attendee's, pulled by her launch links
 LAUNCH_LINK = re.compile(r'href="([^"]*/hub/user-redirect/git-pull\?[^"]*)"')
 EVAL_ROLE = re.compile(r"\{eval\}`[^`]+`")
 
@@ -69,17 +63,12 @@ def launch_link(site: dict, doc: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def site(request):
-    # Before building: where torch reports a GPU it cannot use the lessons cannot run (a build error never skips).
-    skip_where_the_gpu_cannot_work(needs=LESSONS_NEED_THE_GPU)
-    record = built_site(run_in(request.session))
-    if record["error"]:
-        pytest.fail(record["error"])
-    return record
+    return the_test_site(request.session)
 
 
 @pytest.fixture(scope="module")
 def hub(site):
-    """Run the whole hub session once; yields its plan and report."""
+    """Run the whole hub session once, in a child Python (inside the namespace); yields its report."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("Chromium is not installed: run `scripts/system-packages.sh` (make test runs it first)")
@@ -98,7 +87,40 @@ def hub(site):
             cluster, slurm_why_not = None, f"the test's Slurm cluster did not start: {error}"
     prefix = cluster.prefix() if cluster else loopback_namespace_prefix()[0] if site["offline"] else None
     try:
-        yield from _hub_session(site, chromium, cluster, slurm_why_not, prefix)
+        ports = {**site["ports"], **({"hub_api": 8081, "proxy_api": 8001} if prefix else
+                                     {"hub_api": free_port(), "proxy_api": free_port()})}
+        for stale in ("home", "hub", "session", "upstream-work"):
+            shutil.rmtree(STATE / stale, ignore_errors=True)
+        SESSION.mkdir(parents=True)
+        for user in USERS:  # a site's attendees have home folders; the test's get theirs here
+            (HOME / user).mkdir(parents=True)
+        served = serve_repository(site["branch"])
+        user_python = make_user_environment()
+        slurm = {"partition": PARTITION, "gpu_types": GPU_TYPES, "conf": str(cluster.conf)} if cluster else None
+        write_test_overrides(slurm=bool(cluster))
+        plan = {"ports": ports, "hub_url": site["hub_url"], "branch": site["branch"], "chromium": chromium,
+                "links": {doc: link for doc in LESSONS if (link := launch_link(site, doc))},
+                "spawner": "slurm" if cluster else "local", "hub_env": hub_environment(site["hub_url"], ports, slurm)}
+        (SESSION / "plan.json").write_text(json.dumps(plan, indent=1))
+        command = [sys.executable, str(ROOT / "tests" / "support" / "hub_session.py"), str(SESSION / "plan.json")]
+        done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
+                              timeout=1200)
+        if cluster:
+            # The hub cancels each attendee's job as it stops, and gives a job 10 s to end before it exits. A
+            # cancelled job stays COMPLETING while its server shuts its kernels down and srun drains its step
+            # (up to 32 s), so the jobs' end states are read once the jobs have left the queue.
+            queued = cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+            try:
+                if queued:
+                    cluster.wait(queued, 120)
+            except TimeoutError as stuck:
+                print(stuck)  # test_users_server_ran_as_a_slurm_job then fails with each job's state
+        if not REPORT.is_file():
+            pytest.fail(f"the hub session wrote no report ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                        f"{done.stderr[-3000:]}")
+        yield {"report": json.loads(REPORT.read_text()), "served": served, "user_python": user_python,
+               "why_not_slurm": slurm_why_not,
+               "slurm_jobs": cluster.run("scontrol", "show", "job", "-o", check=False).stdout if cluster else ""}
     finally:
         if cluster:
             cluster.stop()
@@ -106,59 +128,16 @@ def hub(site):
             subprocess.run(["kill", "-9", leftover.split(" ", 1)[0]], check=False)
 
 
-def _hub_session(site, chromium, cluster, slurm_why_not, prefix):
-    ports = dict(site["ports"])
-    ports.update({"hub_api": 8081, "proxy_api": 8001} if prefix else {"hub_api": free_port(), "proxy_api": free_port()})
-    STATE.mkdir(parents=True, exist_ok=True)
-    for stale in ("home", "hub", "session", "upstream-work"):
-        shutil.rmtree(STATE / stale, ignore_errors=True)
-    (STATE / "session").mkdir()
-    for user in USERS:  # a site's attendees have home folders; the test's get theirs here
-        (STATE / "home" / user).mkdir(parents=True)
-    served = serve_repository(site["branch"], REPOSITORY_PATH)
-    user_python = make_user_environment()
-    links = {doc: launch_link(site, doc) for doc in LESSONS}
-    slurm = {"partition": PARTITION, "gpu_types": GPU_TYPES, "conf": str(cluster.conf)} if cluster else None
-    write_test_overrides(slurm=bool(cluster))
-    plan = {
-        "state": str(STATE), "ports": ports, "hub_url": site["hub_url"], "git_root": served["root"],
-        "bare": str(Path(served["root"]) / REPOSITORY_PATH), "branch": site["branch"],
-        "links": {doc: link for doc, link in links.items() if link}, "execute": EXECUTED,
-        "home_root": str(STATE / "home"), "repository_folder": REPOSITORY_FOLDER,
-        "chromium": chromium, "spawner": "slurm" if cluster else "local",
-        "why_not_slurm": slurm_why_not,
-        "jupyterhub": str(Path(sys.executable).with_name("jupyterhub")),
-        "first_timeout": 180, "page_timeout": 90, "run_timeout": 240,
-        "report": str(STATE / "session" / "report.json"),
-        "hub_env": hub_environment(site["hub_url"], ports, slurm),
-    }
-    (STATE / "session" / "plan.json").write_text(json.dumps(plan, indent=1))
-    command = [sys.executable, str(ROOT / "tests" / "support" / "hub_session.py"), str(STATE / "session" / "plan.json")]
-    done = subprocess.run(command if prefix is None else [*prefix, *command], capture_output=True, text=True,
-                          timeout=1200)
-    if cluster:
-        # The hub cancels each attendee's job as it stops, and gives a job 10 s to end before it exits. A
-        # cancelled job stays COMPLETING while its server shuts its kernels down and srun drains its step
-        # (up to 32 s), so the jobs' end states are read once the jobs have left the queue.
-        queued = cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
-        try:
-            if queued:
-                cluster.wait(queued, 120)
-        except TimeoutError as stuck:
-            print(stuck)  # test_users_server_ran_as_a_slurm_job then fails with each job's state
-    jobs = cluster.run("scontrol", "show", "job", "-o", check=False).stdout if cluster else ""
-    report_file = Path(plan["report"])
-    if not report_file.is_file():
-        pytest.fail(f"the hub session wrote no report ({done.returncode}):\n{done.stdout[-3000:]}\n"
-                    f"{done.stderr[-3000:]}")
-    report = json.loads(report_file.read_text())
-    yield {"plan": plan, "report": report, "served": served, "links": links, "user_python": user_python,
-           "namespace": prefix is not None, "slurm_jobs": jobs}
-
-
 def hub_log() -> str:
     path = STATE / "jupyterhub.log"
     return "\n".join(path.read_text(errors="replace").splitlines()[-40:]) if path.is_file() else "(no hub log)"
+
+
+def measured(hub, doc: str, key: str = "view") -> dict:
+    """What the session measured of ``doc`` in JupyterLab: before anything ran (``view``), or after its run."""
+    entry = hub["report"]["pages"].get(doc, {})
+    assert entry.get(key), f"{doc} was not measured in JupyterLab ({key}): {entry.get('error', entry)}"
+    return entry[key]
 
 
 @pytest.mark.parametrize("doc", LESSONS)
@@ -200,9 +179,8 @@ def test_launch_link_opens_the_notebook_in_jupyterlab(hub, doc):
 def test_the_lesson_reads_in_jupyterlab_as_on_the_page(hub, doc):
     """Opened from its launch link, before anything runs: every Markdown cell rendered by jupyterlab-myst with no
     MyST source showing, every solution closed, the setup cell collapsed to its first line."""
-    entry = hub["report"]["pages"].get(doc, {})
-    assert "view" in entry, f"{doc} was not measured in JupyterLab: {entry.get('error', entry)}"
-    assert problems(entry["view"]) == [], f"{doc} in JupyterLab: {entry['view']}"
+    view = measured(hub, doc)
+    assert problems(view) == [], f"{doc} in JupyterLab: {view}"
 
 
 def eval_roles(doc: str) -> int:
@@ -215,9 +193,7 @@ def eval_roles(doc: str) -> int:
 def test_each_value_in_the_prose_says_which_cell_computes_it_before_the_lesson_runs(hub, doc):
     """Opened from its launch link, before anything runs, no value reads as its expression (``glued.name``):
     each shows the placeholder scripts/prose_values.py wrote, which says which cell computes it."""
-    entry = hub["report"]["pages"].get(doc, {})
-    assert "view" in entry, f"{doc} was not measured in JupyterLab: {entry.get('error', entry)}"
-    view = entry["view"]
+    view = measured(hub, doc)
     assert view["bare_expressions"] == [], \
         f"{doc}: {len(view['bare_expressions'])} values shown as their expression: {view['bare_expressions']}"
     assert view["expression_errors"] == 0, view
@@ -228,9 +204,7 @@ def test_each_value_in_the_prose_says_which_cell_computes_it_before_the_lesson_r
 def test_the_attendees_run_replaces_the_placeholders_with_its_values(hub, doc):
     """Run All in the user's kernel: each Markdown cell's expressions are evaluated there, and the prose then shows
     the run's values: no placeholder, no expression, no error left."""
-    entry = hub["report"]["pages"].get(doc, {})
-    after = entry.get("view_after_run")
-    assert after, f"{doc} was not measured after its run: {entry.get('error', entry)}"
+    after = measured(hub, doc, "view_after_run")
     assert eval_roles(doc) > 0, f"{doc} has no {{eval}} role: choose a lesson that has one for this test"
     assert after["settled"] and after["placeholders"] == 0 and after["bare_expressions"] == [], after
     assert after["expression_errors"] == 0, after
@@ -239,8 +213,7 @@ def test_the_attendees_run_replaces_the_placeholders_with_its_values(hub, doc):
 
 def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_every_problem(hub):
     """The control notebooks of tests/support/hub_lesson_checks.py, opened in the same JupyterLab: the one written in
-    the
-    lessons' format measures clean, and each problem planted in the other is counted."""
+    the lessons' format measures clean, and each problem planted in the other is counted."""
     controls = hub["report"].get("controls", {})
     assert "error" not in controls and {"converted", "unconverted"} <= set(controls), controls
     assert problems(controls["converted"]["view"]) == [], controls["converted"]
@@ -264,35 +237,26 @@ def test_the_jupyterlab_measurement_tells_a_lesson_in_the_format_from_one_with_e
     assert good["placeholders"] == 2 and good["bare_expressions"] == [] and good["expression_errors"] == 0, good
 
 
-def test_a_screenshot_shows_an_exercise_in_jupyterlab(hub):
-    shot = hub["report"].get("exercise_screenshot")
+@pytest.mark.parametrize("shown", ["exercise", "placeholder"])
+def test_a_screenshot_shows_an_exercise_and_a_values_placeholder_in_jupyterlab(hub, shown):
+    """Kept for a person to look at: an exercise, and what a learner reads where a value will be, before its cell
+    runs (CONTRIBUTING item 4)."""
+    shot = hub["report"].get(f"{shown}_screenshot")
     assert shot and Path(shot).is_file() and Path(shot).stat().st_size > 5_000, shot
     assert Path(shot).is_relative_to(ROOT / "_build")
-
-
-def test_a_screenshot_shows_a_values_placeholder_in_jupyterlab(hub):
-    """What a learner reads where a value will be, before its cell runs (CONTRIBUTING item 4): kept for a person
-    to look at, as the exercise's is."""
-    shot = hub["report"].get("placeholder_screenshot")
-    assert shot and Path(shot).is_file() and Path(shot).stat().st_size > 5_000, shot
 
 
 def test_pulled_repository_is_on_the_configured_branch(hub, site):
     """nbgitpuller commits what the user changed (here: the notebooks run and saved) before it merges, so
     the clone's HEAD may be its own commit; what it pulled is the configured branch's commit."""
-    clone = Path(hub["plan"]["home_root"], USERS[0], REPOSITORY_FOLDER)
-    assert (clone / ".git").is_dir(), f"nbgitpuller did not clone into {clone}"
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True).stdout.strip()
-
-    assert git("rev-parse", "--abbrev-ref", "HEAD") == site["branch"]
+    assert (CLONE / ".git").is_dir(), f"nbgitpuller did not clone into {CLONE}"
+    assert git(CLONE, "rev-parse", "--abbrev-ref", "HEAD") == site["branch"]
     assert hub["served"]["branch_commit"] != hub["served"]["main_commit"]
     # The branch's newest commit is the change pushed during the session (test_an_edit_survives_...).
     newest = hub["report"].get("relaunch", {}).get("upstream_commit", hub["served"]["branch_commit"])
-    assert git("rev-parse", f"origin/{site['branch']}") == newest
+    assert git(CLONE, "rev-parse", f"origin/{site['branch']}") == newest
     for commit in {hub["served"]["branch_commit"], newest}:
-        ancestor = subprocess.run(["git", "-C", str(clone), "merge-base", "--is-ancestor", commit, "HEAD"])
+        ancestor = subprocess.run(["git", "-C", str(CLONE), "merge-base", "--is-ancestor", commit, "HEAD"])
         assert ancestor.returncode == 0, f"the clone does not hold the branch's commit {commit}"
 
 
@@ -308,14 +272,13 @@ def test_users_kernel_has_the_lesson_libraries_but_not_gpukit(hub):
 def test_pulled_notebook_runs_to_the_end_in_the_users_kernel(hub, doc):
     entry = hub["report"]["pages"].get(doc, {})
     assert "run_seconds" in entry, f"{doc} was not run: {entry.get('error')}\n{hub_log()}"
-    clone = Path(hub["plan"]["home_root"], USERS[0], REPOSITORY_FOLDER)
-    notebook = json.loads((clone / f"{doc}.ipynb").read_text(encoding="utf-8"))
+    notebook = json.loads((CLONE / f"{doc}.ipynb").read_text(encoding="utf-8"))
     code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
     assert all(cell.get("execution_count") for cell in code), f"{doc}: some cells were not run"
     errors = [out for cell in code for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     assert not errors, f"{doc}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     setup_output = "".join("".join(out.get("text", "")) for out in code[0].get("outputs", []))
-    assert str(clone) in setup_output, f"{doc}: the setup cell did not find gpukit in the pulled repository: " \
+    assert str(CLONE) in setup_output, f"{doc}: the setup cell did not find gpukit in the pulled repository: " \
                                        f"{setup_output!r}"
 
 
@@ -400,7 +363,7 @@ def test_users_server_ran_as_a_slurm_job(hub):
     """As on a cluster's hub: batchspawner submitted the user's server with sbatch."""
     if hub["report"]["spawner"] != "slurm":
         pytest.skip("the hub started the user's server as a local process (SimpleLocalProcessSpawner), not as a "
-                    f"Slurm job: {hub['plan']['why_not_slurm']}")
+                    f"Slurm job: {hub['why_not_slurm']}")
     jobs = [line for line in hub["slurm_jobs"].splitlines() if "JobName=spawner-jupyterhub" in line]
     assert len(jobs) == len(USERS), f"one spawner job per attendee:\n{hub['slurm_jobs']}"
     assert all("JobState=COMPLETED" in job or "JobState=CANCELLED" in job for job in jobs), jobs

@@ -8,52 +8,26 @@ resolved without torch, and its torch pin is checked by name: it must be a CUDA 
 """
 
 import re
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.support.booktoc import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import drift  # noqa: E402  (scripts/ is not a package)
-import platforms  # noqa: E402
-from platforms import STACKS, cuda_majors  # noqa: E402
+from tests.support.resolutions import case_id, drift, platforms, resolve_each, resolved_or_fail
 
 CASES = platforms.cases()
 
 
-def case_id(case) -> str:
-    stack, platform, python = case
-    return f"{stack.name}-{platform.name}-py{python}"
-
-
 @pytest.fixture(scope="module")
 def resolutions():
-    """Every case resolved once, eight at a time (the resolver mostly waits on the registry)."""
-    problem = platforms.registry_problem()
-    if problem:
-        pytest.skip(f"cannot ask the resolver: {problem}")
-    date = platforms.lock_date()
-
-    def attempt(case):
-        try:
-            return platforms.resolve(*case, exclude_newer=date)
-        except platforms.ResolutionError as error:
-            return error
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(zip(map(case_id, CASES), pool.map(attempt, CASES), strict=True))
+    return resolve_each(CASES, platforms.lock_date())
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_each_stack_resolves_with_one_cuda_major(resolutions, case):
     stack, platform, _ = case
-    resolved = resolutions[case_id(case)]
-    if isinstance(resolved, Exception):
-        pytest.fail(str(resolved))
+    resolved = resolved_or_fail(resolutions, case)
     assert {"torch", "numpy", "jax", "matplotlib"} <= resolved.keys() or stack.torch_from_pytorch_index
-    majors = cuda_majors(resolved)
+    majors = platforms.cuda_majors(resolved)
     if not platform.linux:
         # Apple silicon: no CUDA at all, and the Linux-only kernel libraries are left out by their markers.
         assert majors == {} and not {"numba-cuda", "triton"} & resolved.keys()
@@ -72,9 +46,7 @@ def test_requirements_txt_installs_its_stack_at_the_pins(resolutions, case):
     """The stack resolved from the file at the top (requirements.txt, as Binder and a hub image build install it),
     not from its lines: every pin of its files that applies on the platform comes in at the pinned version."""
     stack, platform, _ = case
-    resolved = resolutions[case_id(case)]
-    if isinstance(resolved, Exception):
-        pytest.fail(str(resolved))
+    resolved = resolved_or_fail(resolutions, case)
     assert {"torch", "ipykernel", "jupyterlab", "jupyterlab-myst", "nbgitpuller"} <= resolved.keys()
     pinned = drift.pins(platforms.REQUIREMENTS / name for name in stack.files)
     absent = {name for name in pinned if name not in resolved}
@@ -87,7 +59,7 @@ def test_requirements_txt_installs_its_stack_at_the_pins(resolutions, case):
 def test_requirements_txt_is_gpukits_extras_within_the_lock():
     """One source of truth: requirements.txt adds no pin, it installs gpukit's extras (requirements/<extra>.txt)
     under the lock's constraints, with paths from the repository's root, where Binder runs it."""
-    (stack,) = [stack for stack in STACKS if stack.installed_from]
+    (stack,) = [stack for stack in platforms.STACKS if stack.installed_from]
     top = ROOT / stack.installed_from
     lines = [line.strip() for line in top.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.strip().startswith("#")]
@@ -98,7 +70,7 @@ def test_requirements_txt_is_gpukits_extras_within_the_lock():
 
 
 def test_torch_is_the_cuda_build_each_stack_names():
-    stacks = {stack.name: stack for stack in STACKS}
+    stacks = {stack.name: stack for stack in platforms.STACKS}
     lessons, cuda13, cuda12 = stacks["lessons"], stacks["cuda13"], stacks["cuda12"]
     lessons_torch = platforms.torch_pin(lessons).split(";")[0].strip()
     assert re.fullmatch(r"torch==\d+\.\d+\.\d+", lessons_torch), "the lessons take torch from PyPI, unlabelled"
@@ -141,7 +113,7 @@ def test_gpukits_extras_are_the_requirements_files():
     extras = importlib.metadata.metadata("gpukit").get_all("Provides-Extra")
     files = {path.stem for path in platforms.REQUIREMENTS.glob("*.txt") if path != platforms.LOCK}
     assert set(extras) == files
-    named = {name for stack in STACKS for name in stack.files} | set(platforms.LOCKED_FILES)
+    named = {name for stack in platforms.STACKS for name in stack.files} | set(platforms.LOCKED_FILES)
     assert named <= {f"{stem}.txt" for stem in files}
 
 
@@ -156,7 +128,7 @@ def test_gpukits_extras_are_the_requirements_files():
     ({"numpy": "2.4.6", "torch": "2.13.0", "nvidia-cudnn-cu12": "9.28.0.42"}, {"nvidia-cudnn-cu12": 12}),
 ])
 def test_cuda_majors_are_read_from_names_and_toolkit_versions(resolved, expected):
-    assert cuda_majors(resolved) == expected
+    assert platforms.cuda_majors(resolved) == expected
 
 
 def test_distribution_names_are_normalised_as_pip_does():

@@ -87,6 +87,7 @@ def runs_on(job: dict) -> list[str]:
 TOKEN = re.compile(r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||!|\(|\))|(?P<call>[A-Za-z_][\w-]*)\(\)"
                    r"|(?P<name>[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*))")
 STATUS_FUNCTIONS = ("success", "failure", "cancelled", "always")
+ALL_WELL = {"success": True, "failure": False, "cancelled": False, "always": True}  # no step failed
 
 
 class NotUnderstood(ValueError):
@@ -170,21 +171,16 @@ def evaluate(expression: str, contexts: dict[str, dict], status: dict[str, bool]
             return equal(left, right) == (operator == "==")
         return left
 
-    def conjunction():
-        value = unary()
-        while peek() == ("op", "&&"):
+    def chain(operator, operand):  # && or ||, left to right; each operand is read (parsed) either way
+        value = operand()
+        while peek() == ("op", operator):
             take()
-            right = unary()
-            value = value and right
+            right = operand()
+            value = (value and right) if operator == "&&" else (value or right)
         return value
 
     def disjunction():
-        value = conjunction()
-        while peek() == ("op", "||"):
-            take()
-            right = conjunction()
-            value = value or right
-        return value
+        return chain("||", lambda: chain("&&", unary))
 
     value = disjunction()
     if position != len(stream):
@@ -378,8 +374,7 @@ def drift_reporting(workflows: dict[str, Workflow]) -> list[str]:
             if ("Summary" in name or "upload-artifact" in name or name.startswith("Fail")) and outcome == "skipped":
                 problems.append(f"drift.yml: when {broken or 'nothing'} breaks, step {name!r} does not run")
         (last, _), outcomes = done[-1], {step.get("id"): outcome for step, outcome in done if "id" in step}
-        script_env = {key: str(evaluate(value, {"steps": {k: {"outcome": v} for k, v in outcomes.items()}},
-                                        {"success": True, "failure": False, "cancelled": False, "always": True}))
+        script_env = {key: str(evaluate(value, {"steps": {k: {"outcome": v} for k, v in outcomes.items()}}, ALL_WELL))
                       for key, value in last.get("env", {}).items()}
         verdict = subprocess.run(["bash", "-e", "-c", last["run"]], env={"PATH": "/usr/bin:/bin", **script_env},
                                  capture_output=True, text=True)
@@ -438,7 +433,7 @@ def test_each_check_passes_on_the_workflows(workflows, check):
 
 
 def test_the_evaluator_reads_the_forms_the_workflows_use():
-    status = {"success": True, "failure": False, "cancelled": False, "always": True}
+    status = ALL_WELL
     assert evaluate("vars.GPU_RUNNER == 'true'", {"vars": {"GPU_RUNNER": "True"}}, status) is True
     assert evaluate("vars.GPU_RUNNER != 'true'", {"vars": {}}, status) is True
     assert evaluate("${{ !cancelled() && !failure() }}", {}, status) is True
@@ -451,13 +446,11 @@ def test_the_evaluator_reads_the_forms_the_workflows_use():
 
 
 def test_every_job_and_step_if_is_one_the_evaluator_understands(workflows):
-    status = {"success": True, "failure": False, "cancelled": False, "always": True}
     for workflow in workflows.values():
         for job in workflow.data["jobs"].values():
-            entries = [job, *job.get("steps", [])]
-            for entry in entries:
+            for entry in [job, *job.get("steps", [])]:
                 if "if" in entry:
-                    evaluate(condition(entry), {"vars": {}, "steps": {}}, status)
+                    evaluate(condition(entry), {"vars": {}, "steps": {}}, ALL_WELL)
 
 
 # The page check the two builds run before publishing, run here on planted pages in the markup Sphinx writes.

@@ -5,44 +5,18 @@ every timed product writes one output allocated before its timing, between two C
 its own dtype's datasheet peak."""
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from booktools import bench
-from gpukit.core import machine, timing
+from gpukit.core import machine
 from gpukit.core.peaks import gpu_peak
 from gpukit.measuring.benchmark_records import BENCHMARKS, MATMUL_BENCHMARKS, validate_record
+from tests.support.matmul_stand_ins import no_bfloat16_products, recorded_matmuls, steady_clock
 
 H100 = "NVIDIA H100 80GB HBM3"  # tests/support/fake_cuda.py's GPU
 QUICK_GPU = bench.plan_for("cuda:0", quick=True)
-
-
-def recorded_matmuls(monkeypatch, fake=None) -> list[dict]:
-    """torch.matmul, recording each call's size, dtype, output tensor, float32 matmul precision and (with the
-    stand-in GPU) its position in the stand-in's log."""
-    calls, original = [], torch.matmul
-
-    def matmul(a, b, *, out=None):
-        calls.append({"n": a.shape[0], "dtype": str(a.dtype).removeprefix("torch."), "out": out, "a": a, "b": b,
-                      "precision": torch.get_float32_matmul_precision(), "at": len(fake.log) if fake else None})
-        return original(a, b, out=out)
-
-    monkeypatch.setattr(torch, "matmul", matmul)
-    return calls
-
-
-def steady_clock(monkeypatch, seconds_per_reading):
-    """Every reading of the clock (the host's, and the stand-in CUDA events', which read it) is ``seconds`` later
-    than the one before: each product timed between two events then takes exactly that long."""
-    clock = SimpleNamespace(now=0.0)
-
-    def perf_counter():
-        clock.now += seconds_per_reading
-        return clock.now
-
-    monkeypatch.setattr(timing.time, "perf_counter", perf_counter)
 
 
 # ------------------------------------------------------------------------------------------ the sizes
@@ -175,14 +149,7 @@ def test_the_cpu_times_float32_with_the_hosts_clock_and_its_ceiling_covers_the_r
 
 
 def test_a_dtype_the_device_cannot_multiply_in_is_skipped_with_the_reason(monkeypatch):
-    original = torch.matmul
-
-    def no_bfloat16(a, b, *, out=None):
-        if a.dtype == torch.bfloat16:
-            raise RuntimeError('"addmm" not implemented for \'BFloat16\'')
-        return original(a, b, out=out)
-
-    monkeypatch.setattr(torch, "matmul", no_bfloat16)
+    no_bfloat16_products(monkeypatch, '"addmm" not implemented for \'BFloat16\'')
     steps = []
     notes = []
     plan = replace(bench.plan_for("cpu", quick=True), shape_dtypes=("bfloat16", "float32"))

@@ -21,23 +21,11 @@ from gpukit.measuring.benchmark_records import (
     results_table,
     validate_record,
 )
+from tests.support.matmul_stand_ins import no_bfloat16_products, recorded_matmuls, steady_clock
 
 TINY = bench.Search(m=(16, 32), n=(16,), k=(16, 32), repeats=2, budget_s=60.0)
 TINY_SHAPES = {(m, n, k) for m in (16, 32) for n in (16,) for k in (16, 32)}
 H100_FILE = "linux-x86_64-cuda-cpu-h100-80gb-hbm3-2026-11-26.json"
-
-
-def recorded_matmuls(monkeypatch) -> list[dict]:
-    """torch.matmul, recording each call's shape (m, n, k), dtype, output tensor and float32 matmul precision."""
-    calls, original = [], torch.matmul
-
-    def matmul(a, b, *, out=None):
-        calls.append({"shape": (a.shape[0], b.shape[1], a.shape[1]), "dtype": str(a.dtype).removeprefix("torch."),
-                      "out": out, "precision": torch.get_float32_matmul_precision()})
-        return original(a, b, out=out)
-
-    monkeypatch.setattr(torch, "matmul", matmul)
-    return calls
 
 
 def searched(calls):
@@ -142,14 +130,7 @@ def test_precisions_a_device_lacks_are_recorded_with_the_reason(monkeypatch):
     assert "cpu has none" in bench._why_not("cpu", "tf32")
     assert bench._why_not("mps", "float64") == "MPS has no float64"
     assert bench._why_not("cpu", "float64") is None
-    original = torch.matmul
-
-    def no_bfloat16(a, b, *, out=None):
-        if a.dtype == torch.bfloat16:
-            raise RuntimeError('"addmm" not implemented for \'BFloat16\'. More text.')
-        return original(a, b, out=out)
-
-    monkeypatch.setattr(torch, "matmul", no_bfloat16)
+    no_bfloat16_products(monkeypatch, '"addmm" not implemented for \'BFloat16\'. More text.')
     section = bench.achievable("cpu", [], TINY, notes=[])
     assert section["not_measured"]["bfloat16"] == ("bfloat16 products fail on cpu: RuntimeError: \"addmm\" not "
                                                    "implemented for 'BFloat16'. More text.")  # the first line
@@ -168,13 +149,7 @@ def test_a_rate_above_the_datasheet_is_left_out_with_a_note(fake_cuda, monkeypat
     """On the stand-in H100 a clock that advances 1 ns per reading makes every 64^3 product take 1 ns: 524 TFLOP/s,
     above the H100's float32 and float64 peaks (67 TFLOP/s), which gpukit.benchmark refuses (ImpossibleSpeed).
     Such a shape is left out and noted; bfloat16 has no check there and is kept."""
-    clock = SimpleNamespace(now=0.0)
-
-    def perf_counter():
-        clock.now += 1e-9
-        return clock.now
-
-    monkeypatch.setattr(timing.time, "perf_counter", perf_counter)
+    steady_clock(monkeypatch, 1e-9)
     notes = []
     section = bench.achievable("cuda:0", [], bench.Search(m=(64,), n=(64,), k=(64,), repeats=2, budget_s=60.0),
                                notes)

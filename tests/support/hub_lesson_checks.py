@@ -124,10 +124,12 @@ def removed_cells(notebook: dict) -> list[int]:
             and "setup-gpukit" not in cell["metadata"]["tags"]]
 
 
-def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
+def measure_lesson(page, notebook: dict, timeout_s: float = 30, after_run: bool = False) -> dict:
     """Wait until JupyterLab shows every cell of ``notebook`` (the file as opened) with its Markdown rendered,
     or ``timeout_s``; then count what an attendee should not see. ``complete`` says whether it got there.
-    ``page`` is a Playwright page (its synchronous API)."""
+    ``page`` is a Playwright page (its synchronous API). Once the notebook has run (``after_run``), it waits too
+    until no placeholder or expression is left (``settled``): JupyterLab evaluates a Markdown cell's expressions
+    after it runs the cell."""
     setup, solution_code = notebook_landmarks(notebook)
     expected = len(notebook["cells"])
     started = time.monotonic()
@@ -135,23 +137,12 @@ def measure_lesson(page, notebook: dict, timeout_s: float = 30) -> dict:
         counts = page.evaluate(_MEASURE, [setup, solution_code, RAW_MYST, PLACEHOLDER.pattern,
                                           removed_cells(notebook)])
         complete = bool(counts) and counts["cells"] == expected and counts["unrendered"] == 0
-        if complete or time.monotonic() - started > timeout_s:
+        settled = complete and not counts["placeholders"] and not counts["bare_expressions"]
+        if (settled if after_run else complete) or time.monotonic() - started > timeout_s:
             break
         time.sleep(0.25)
     return {**(counts or {}), "expected_cells": expected, "complete": complete,
-            "seconds": round(time.monotonic() - started, 1)}
-
-
-def measure_after_run(page, notebook: dict, timeout_s: float = 60) -> dict:
-    """The measurement once the notebook has run: JupyterLab evaluates a Markdown cell's expressions after it runs
-    the cell, so this waits until no placeholder is left (``settled``), or ``timeout_s``."""
-    started = time.monotonic()
-    while True:
-        counts = measure_lesson(page, notebook, timeout_s)
-        settled = counts["complete"] and not counts["placeholders"] and not counts["bare_expressions"]
-        if settled or time.monotonic() - started > timeout_s:
-            return {**counts, "settled": settled}
-        time.sleep(0.5)
+            "seconds": round(time.monotonic() - started, 1), **({"settled": settled} if after_run else {})}
 
 
 def problems(counts: dict) -> list[str]:

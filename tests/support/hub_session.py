@@ -43,7 +43,6 @@ from prose_values import PLACEHOLDER  # noqa: E402
 from gpukit.base.paths import build_dir  # noqa: E402
 from tests.support.hub_lesson_checks import (  # noqa: E402
     converted_control,
-    measure_after_run,
     measure_lesson,
     unconverted_control,
 )
@@ -51,17 +50,25 @@ from tests.support.hub_lesson_checks import (  # noqa: E402
 # _build/cache/jupyterhub-test, or a private folder where the clone's path has spaces: the user environment's
 # commands name their Python in a #! line, which cannot hold a space.
 STATE = build_dir("jupyterhub-test")
+HOME, SESSION = STATE / "home", STATE / "session"  # the attendees' home folders; the session's plan and report
+REPORT = SESSION / "report.json"
+# The served repository: in a git daemon's folder, at a path org/name as on a real forge; nbgitpuller clones it into
+# the user's home as REPOSITORY_FOLDER.
+GIT_ROOT, REPOSITORY_PATH = STATE / "git", "gpu-python/gpu-python"
+REPOSITORY_FOLDER = REPOSITORY_PATH.rsplit("/", 1)[-1]
 NODE_PREFIX = STATE / "node"
 CHP_VERSION = "5.3.0"
 CHP = NODE_PREFIX / "node_modules" / ".bin" / "configurable-http-proxy"
 USER_ENV = STATE / "user-env"
 USERS = ("ada", "grace")
+# Run to the end in the user's kernel: the environment check, and a lesson that draws plots.
+EXECUTED = ["notebooks/00-environment-check", "notebooks/13-benchmarks"]
+# How long a launch link may take the first time (it starts the user's server) and after that, and a run of a lesson.
+FIRST_TIMEOUT_S, PAGE_TIMEOUT_S, RUN_TIMEOUT_S = 180, 90, 240
 # An exercise as an attendee sees it in JupyterLab, for people to look at (the browser test's pictures are beside it).
 EXERCISE_SCREENSHOT = ROOT / "_build" / "site-test" / "screenshots" / "jupyterlab-exercise.png"
 PLACEHOLDER_SCREENSHOT = EXERCISE_SCREENSHOT.with_name("jupyterlab-placeholder.png")
 PASSWORD = "launch-button-test"
-# What the user environment must not see: gpukit's own files in .venv's site-packages.
-HIDDEN = ("gpukit",)
 # The commands a hub runs in the user environment, and the modules whose main() they are.
 USER_COMMANDS = {
     "jupyterhub-singleuser": "jupyterhub.singleuser",
@@ -90,15 +97,15 @@ def install_proxy() -> str:
     return ""
 
 
-def make_user_environment(venv_python: Path = Path(sys.executable)) -> Path:
-    """A virtual environment whose Python sees .venv's packages but not gpukit; returns its Python.
+def make_user_environment() -> Path:
+    """A virtual environment whose Python sees .venv's packages but not gpukit's own; returns its Python.
 
     The packages are linked, not installed again: a folder of symbolic links to every entry of .venv's
     site-packages but gpukit's, added as a site directory (so the packages' own .pth files still run).
     JupyterLab's assets and the server extensions' switches (.venv/share/jupyter, .venv/etc/jupyter) are
     linked in too, because Jupyter looks for them under the running Python's prefix.
     """
-    venv_root = venv_python.parent.parent
+    venv_root = Path(sys.executable).parent.parent
     site_packages = next((venv_root / "lib").glob("python3*/site-packages"))
     shutil.rmtree(USER_ENV, ignore_errors=True)
     base = getattr(sys, "_base_executable", sys.executable)
@@ -106,7 +113,7 @@ def make_user_environment(venv_python: Path = Path(sys.executable)) -> Path:
     libraries = USER_ENV / "book-libraries"
     libraries.mkdir()
     for entry in site_packages.iterdir():
-        if not any(hidden in entry.name for hidden in HIDDEN):
+        if "gpukit" not in entry.name:
             (libraries / entry.name).symlink_to(entry)
     own_site = next((USER_ENV / "lib").glob("python3*/site-packages"))
     (own_site / "book-libraries.pth").write_text(f"import site; site.addsitedir({str(libraries)!r})\n")
@@ -121,38 +128,42 @@ def make_user_environment(venv_python: Path = Path(sys.executable)) -> Path:
     return python
 
 
-def serve_repository(branch: str, repository_path: str) -> dict:
+def git(folder: Path, *args: str) -> str:
+    """``git -C folder args`` as the test commits with it (GIT); returns what it printed."""
+    done = subprocess.run([*GIT, "-C", str(folder), *args], stdout=subprocess.PIPE, text=True, check=True)
+    return done.stdout.strip()
+
+
+def push_from(work: Path, branch: str, message: str) -> str:
+    """Commit everything in the clone ``work`` on ``branch`` and push it; the clone goes. Returns the commit."""
+    git(work, "add", "-A")
+    git(work, "commit", "--quiet", "--allow-empty", "-m", message)
+    git(work, "push", "--quiet", "origin", branch)
+    commit = git(work, "rev-parse", "HEAD")
+    shutil.rmtree(work)
+    return commit
+
+
+def serve_repository(branch: str) -> dict:
     """A bare copy of the book's repository for the git server: its default branch is this clone's
     commit, and ``branch`` adds one commit holding the working tree's tracked files as they are now (so
-    the notebooks served are the ones under test). Returns the root folder and both commits."""
-    root = STATE / "git"
-    shutil.rmtree(root, ignore_errors=True)
-    bare = root / repository_path
+    the notebooks served are the ones under test). Returns both commits."""
+    shutil.rmtree(GIT_ROOT, ignore_errors=True)
+    bare, work = GIT_ROOT / REPOSITORY_PATH, GIT_ROOT / "work"
     bare.parent.mkdir(parents=True)
-    subprocess.run([*GIT, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare)], check=True)
-    subprocess.run([*GIT, "-C", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    subprocess.run([*GIT, "-C", str(bare), "update-ref", "refs/heads/main", head], check=True)
-    work = root / "work"
-    subprocess.run([*GIT, "clone", "--quiet", str(bare), str(work)], check=True)
+    git(GIT_ROOT, "clone", "--quiet", "--bare", "--no-local", str(ROOT), str(bare))
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/main")
+    head = git(ROOT, "rev-parse", "HEAD")
+    git(bare, "update-ref", "refs/heads/main", head)
+    git(GIT_ROOT, "clone", "--quiet", str(bare), str(work))
     # The working tree's files as git would commit them (untracked ones too): a change is tested before its commit.
-    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, check=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
+    for name in filter(None, git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")):
+        if (ROOT / name).is_file():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, work / name)
-    subprocess.run([*GIT, "-C", str(work), "checkout", "--quiet", "-b", branch], check=True)
-    subprocess.run([*GIT, "-C", str(work), "add", "-A"], check=True)
-    subprocess.run([*GIT, "-C", str(work), "commit", "--quiet", "--allow-empty", "-m",
-                    "The branch a workshop site launches (made by the JupyterHub test)"], check=True)
-    subprocess.run([*GIT, "-C", str(work), "push", "--quiet", "origin", branch], check=True)
-    commit = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    shutil.rmtree(work)
-    return {"root": str(root), "main_commit": head, "branch_commit": commit}
+            shutil.copy2(ROOT / name, work / name)
+    git(work, "checkout", "--quiet", "-b", branch)
+    commit = push_from(work, branch, "The branch a workshop site launches (made by the JupyterHub test)")
+    return {"main_commit": head, "branch_commit": commit}
 
 
 # ---------------------------------------------------------------------------------------------- the servers
@@ -195,7 +206,7 @@ def hub_environment(hub_url: str, ports: dict, slurm: dict | None) -> dict[str, 
         "HUB_BIND_URL": hub_url, "HUB_API_IP": "127.0.0.1", "HUB_API_PORT": str(ports["hub_api"]),
         "HUB_CONNECT_IP": "127.0.0.1", "HUB_PROXY": str(CHP), "HUB_PROXY_API_PORT": str(ports["proxy_api"]),
         "HUB_STATE": str(STATE / "hub"), "HUB_USER_ENV": str(USER_ENV),
-        "HUB_HOME_TEMPLATE": str(STATE / "home" / "{username}"),
+        "HUB_HOME_TEMPLATE": str(HOME / "{username}"),
         # The test cluster's partition allows an hour (the shipped default asks for four).
         "HUB_RUNTIME": "00:30:00", "HUB_EXTRA_CONFIG": str(STATE / "test_overrides.py"),
         "ACCOUNT": "", "MODULES": "", "HUB_RESERVATION": "",
@@ -206,11 +217,9 @@ def hub_environment(hub_url: str, ports: dict, slurm: dict | None) -> dict[str, 
             **({"SLURM_CONF": slurm["conf"]} if slurm else {})}
 
 
-def write_test_overrides(slurm: bool) -> Path:
-    path = STATE / "test_overrides.py"
-    spawner = SLURM_OVERRIDES if slurm else LOCAL_OVERRIDES.format(home=str(STATE / "home" / "{username}"))
-    path.write_text(TEST_OVERRIDES.format(password=PASSWORD, spawner=spawner))
-    return path
+def write_test_overrides(slurm: bool) -> None:
+    spawner = SLURM_OVERRIDES if slurm else LOCAL_OVERRIDES.format(home=str(HOME / "{username}"))
+    (STATE / "test_overrides.py").write_text(TEST_OVERRIDES.format(password=PASSWORD, spawner=spawner))
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float, what: str) -> None:
@@ -264,9 +273,6 @@ def log_in(page, hub_url: str, user: str) -> None:
     page.wait_for_url(lambda url: "/hub/login" not in url, timeout=30_000)
 
 
-CURRENT_TAB = "#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel"
-
-
 def open_launch_link(page, link: str, user: str, notebook: str, timeout_s: float) -> dict:
     """Follow a page's launch link as the logged-in user; wait for JupyterLab to show ``notebook`` (a file
     name) as its current tab. Returns the URL JupyterLab ended at and its current tab when it stopped waiting."""
@@ -282,7 +288,7 @@ def open_launch_link(page, link: str, user: str, notebook: str, timeout_s: float
         form.locator("[type=submit]").click()
     # Then the hub's progress page, then nbgitpuller's; both move on by themselves.
     page.wait_for_url(lambda url: f"/user/{user}/lab/tree/" in url, timeout=timeout_s * 1000)
-    tab = page.locator(CURRENT_TAB)
+    tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
     tab.wait_for(timeout=timeout_s * 1000)
     # JupyterLab may show a tab it restored first and open the linked notebook a moment later.
     deadline = time.monotonic() + timeout_s
@@ -398,7 +404,7 @@ def open_fresh(page, home: Path) -> None:
 
 def measure_controls(page, plan: dict, user: str, home: Path) -> dict:
     """The measurement on the two control notebooks (tests/support/hub_lesson_checks.py), opened like the lessons."""
-    lesson = json.loads((home / plan["repository_folder"] / "notebooks" / "00-environment-check.ipynb")
+    lesson = json.loads((home / REPOSITORY_FOLDER / "notebooks" / "00-environment-check.ipynb")
                         .read_text(encoding="utf-8"))
     found = {}
     for name, control in (("converted", converted_control(lesson)), ("unconverted", unconverted_control(lesson))):
@@ -407,7 +413,7 @@ def measure_controls(page, plan: dict, user: str, home: Path) -> dict:
         path.write_text(json.dumps(control), encoding="utf-8")
         open_fresh(page, home)
         opened = open_launch_link(page, f"{plan['hub_url']}/user/{user}/lab/tree/controls/{name}.ipynb", user,
-                                  path.name, plan["page_timeout"])
+                                  path.name, PAGE_TIMEOUT_S)
         found[name] = {**opened, "view": measure_lesson(page, control)} if opened["tab"] == path.name else opened
     return found
 
@@ -424,57 +430,45 @@ def save_from_menu(page) -> None:
     page.locator(".lm-Menu-itemLabel").get_by_text("Save Notebook", exact=True).click()
 
 
-def wait_for_file_text(path: Path, text: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while text not in (path.read_text(encoding="utf-8") if path.is_file() else ""):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
-
-
-def push_upstream_change(plan: dict) -> str:
+def push_upstream_change(branch: str) -> str:
     """A new commit on the served branch that adds a sentence to UPDATED's first Markdown cell; returns it."""
-    work = Path(plan["state"]) / "upstream-work"
+    work = STATE / "upstream-work"
     shutil.rmtree(work, ignore_errors=True)
-    subprocess.run([*GIT, "clone", "--quiet", "--branch", plan["branch"], plan["bare"], str(work)], check=True)
+    git(STATE, "clone", "--quiet", "--branch", branch, str(GIT_ROOT / REPOSITORY_PATH), str(work))
     path = work / f"{UPDATED}.ipynb"
     notebook = json.loads(path.read_text(encoding="utf-8"))
     cell = next(cell for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     cell["source"] = "".join(cell["source"]) + f"\n\n{UPSTREAM}"
     path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    subprocess.run([*GIT, "-C", str(work), "commit", "--quiet", "-am", "A change upstream (made by the hub test)"],
-                   check=True)
-    subprocess.run([*GIT, "-C", str(work), "push", "--quiet", "origin", plan["branch"]], check=True)
-    commit = subprocess.run([*GIT, "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    shutil.rmtree(work)
-    return commit
+    return push_from(work, branch, "A change upstream (made by the hub test)")
 
 
 def edit_save_and_relaunch(page, plan: dict, user: str, home: Path) -> dict:
     """The attendee types a line into a code cell and saves; the repository gets a new commit; the attendee clicks
     the same launch link again. nbgitpuller's merge must keep the edit and bring the other notebook's change."""
-    folder = home / plan["repository_folder"]
+    folder = home / REPOSITORY_FOLDER
     open_fresh(page, home)
-    open_launch_link(page, plan["links"][EDITED], user, Path(EDITED).name + ".ipynb", plan["page_timeout"])
+    open_launch_link(page, plan["links"][EDITED], user, Path(EDITED).name + ".ipynb", PAGE_TIMEOUT_S)
     # The first code cell whose source shows (the setup cell's is collapsed), at the end of its last line.
     page.locator(f"{PANEL} .jp-CodeCell .jp-InputArea:visible .cm-content").first.click()
     page.keyboard.press("Control+End")
     page.keyboard.press("Enter")
     page.keyboard.type(NOTE)
     save_from_menu(page)
-    found: dict = {"saved": wait_for_file_text(folder / f"{EDITED}.ipynb", NOTE, 30)}
-    found["upstream_commit"] = push_upstream_change(plan)
+    deadline, edited = time.monotonic() + 30, folder / f"{EDITED}.ipynb"
+    while NOTE not in (edited.read_text(encoding="utf-8") if edited.is_file() else "") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    found: dict = {"saved": NOTE in edited.read_text(encoding="utf-8")}
+    found["upstream_commit"] = push_upstream_change(plan["branch"])
     open_fresh(page, home)
     found["relaunch"] = open_launch_link(page, plan["links"][EDITED], user, Path(EDITED).name + ".ipynb",
-                                         plan["page_timeout"])
+                                         PAGE_TIMEOUT_S)
     try:  # the cell editors fill in a moment after the first cell shows
         page.locator(f"{PANEL} .cm-content", has_text=NOTE).first.wait_for(timeout=30_000)
         found["note_in_view"] = True
     except Exception:  # noqa: BLE001 - Playwright's timeout: not in view
         found["note_in_view"] = False
-    found["note_on_disk"] = NOTE in (folder / f"{EDITED}.ipynb").read_text(encoding="utf-8")
+    found["note_on_disk"] = NOTE in edited.read_text(encoding="utf-8")
     found["other_updated"] = UPSTREAM in (folder / f"{UPDATED}.ipynb").read_text(encoding="utf-8")
     return found
 
@@ -490,14 +484,14 @@ def second_attendee(browser, plan: dict, first_page, outside: list[str]) -> dict
     try:
         log_in(page, plan["hub_url"], other)
         found["opened"] = open_launch_link(page, plan["links"][EDITED], other, Path(EDITED).name + ".ipynb",
-                                           plan["first_timeout"])
-        notebook = f"api/contents/{plan['repository_folder']}/{EDITED}.ipynb"
+                                           FIRST_TIMEOUT_S)
+        notebook = f"api/contents/{REPOSITORY_FOLDER}/{EDITED}.ipynb"
         # Her own server's API, then the first attendee's, with her browser's cookies.
         for whose, user in (("own", other), ("their", first)):
             found[f"{whose}_listing"] = fetch(page, f"/user/{user}/api/contents/")
             found[f"{whose}_notebook"] = fetch(page, f"/user/{user}/{notebook}")
             found[f"{whose}_kernels"] = fetch_kernels(page, f"/user/{user}/api/kernels")
-        open_fresh(page, Path(plan["home_root"]) / other)  # her kernel shut down, as at the end of browse()
+        open_fresh(page, HOME / other)  # her kernel shut down, as at the end of browse()
         response = page.goto(f"{plan['hub_url']}/user/{first}/lab", wait_until="domcontentloaded")
         found["their_lab"] = {"status": response.status if response else None, "url": page.url,
                               "text": page.inner_text("body")[:2000]}
@@ -535,7 +529,7 @@ def browse(plan: dict, report: dict) -> None:
             outside: list[str] = []
             watch_requests(page, outside)
             log_in(page, plan["hub_url"], user)
-            home = Path(plan["home_root"]) / user
+            home = HOME / user
             for doc, link in plan["links"].items():
                 entry: dict = {}
                 report["pages"][doc] = entry
@@ -544,12 +538,12 @@ def browse(plan: dict, report: dict) -> None:
                     # previous page is left first, so that it cannot save its layout again afterwards.
                     open_fresh(page, home)
                     # The first link also starts the user's server.
-                    timeout = plan["first_timeout"] if len(report["pages"]) == 1 else plan["page_timeout"]
+                    timeout = FIRST_TIMEOUT_S if len(report["pages"]) == 1 else PAGE_TIMEOUT_S
                     entry.update(open_launch_link(page, link, user, Path(doc).name + ".ipynb", timeout))
                     if entry["tab"] != Path(doc).name + ".ipynb":
                         continue
                     # What the attendee sees, before anything runs: the notebook as pulled.
-                    pulled = home / plan["repository_folder"] / f"{doc}.ipynb"
+                    pulled = home / REPOSITORY_FOLDER / f"{doc}.ipynb"
                     entry["view"] = measure_lesson(page, json.loads(pulled.read_text(encoding="utf-8")))
                     if "news_prompt" not in report:
                         report["news_prompt"] = news_prompt(page)
@@ -560,14 +554,14 @@ def browse(plan: dict, report: dict) -> None:
                     for key, shot, which in shots:
                         if key not in report and screenshot_a_markdown_cell(page, shot, **which):
                             report[key] = str(shot)
-                    if doc in plan["execute"]:
-                        saved = home / plan["repository_folder"] / f"{doc}.ipynb"
-                        entry["run_seconds"] = run_all_cells(page, saved, plan["run_timeout"])
-                        # What the prose shows after the attendee's own run: the kernel's values.
-                        entry["view_after_run"] = measure_after_run(page, json.loads(saved.read_text(encoding="utf-8")))
+                    if doc in EXECUTED:
+                        entry["run_seconds"] = run_all_cells(page, pulled, RUN_TIMEOUT_S)
+                        # What the prose shows after the attendee's own run (the file as saved): the kernel's values.
+                        ran = json.loads(pulled.read_text(encoding="utf-8"))
+                        entry["view_after_run"] = measure_lesson(page, ran, 60, after_run=True)
                 except Exception as error:  # noqa: BLE001 - recorded per page, the test names it
                     entry["error"] = f"{type(error).__name__}: {error}"
-                    shot = Path(plan["report"]).with_name(f"{Path(doc).name}.png")
+                    shot = SESSION / f"{Path(doc).name}.png"
                     page.screenshot(path=str(shot))
                     entry["screenshot"] = str(shot)
                     if len(report["pages"]) == 1:
@@ -593,20 +587,19 @@ def browse(plan: dict, report: dict) -> None:
 # ---------------------------------------------------------------------------------------------- the session
 def session(plan: dict) -> dict:
     report: dict = {"pages": {}, "spawner": plan["spawner"], "errors": []}
-    state = Path(plan["state"])
     ports = plan["ports"]
-    git = hub = None
+    daemon = hub = None
     logs = []
     try:
-        git_log = open(state / "git-daemon.log", "w")
+        git_log = open(STATE / "git-daemon.log", "w")
         logs.append(git_log)
-        git = subprocess.Popen(["git", "daemon", "--listen=127.0.0.1", f"--port={ports['git']}", "--reuseaddr",
-                                "--export-all", f"--base-path={plan['git_root']}", plan["git_root"]],
-                               stdout=git_log, stderr=subprocess.STDOUT)
-        wait_for_port(ports["git"], git, 30, "git daemon")
-        hub_log = open(state / "jupyterhub.log", "w")
+        daemon = subprocess.Popen(["git", "daemon", "--listen=127.0.0.1", f"--port={ports['git']}", "--reuseaddr",
+                                   "--export-all", f"--base-path={GIT_ROOT}", GIT_ROOT],
+                                  stdout=git_log, stderr=subprocess.STDOUT)
+        wait_for_port(ports["git"], daemon, 30, "git daemon")
+        hub_log = open(STATE / "jupyterhub.log", "w")
         logs.append(hub_log)
-        hub = subprocess.Popen([plan["jupyterhub"], "-f", str(SHIPPED_CONFIG)], cwd=state,
+        hub = subprocess.Popen([Path(sys.executable).with_name("jupyterhub"), "-f", SHIPPED_CONFIG], cwd=STATE,
                                stdout=hub_log, stderr=subprocess.STDOUT, env=plan["hub_env"])
         wait_for_port(ports["hub"], hub, 90, "JupyterHub's proxy")
         wait_for_port(ports["hub_api"], hub, 90, "JupyterHub")
@@ -615,13 +608,13 @@ def session(plan: dict) -> dict:
         report["errors"].append(traceback.format_exc())
     finally:
         stop(hub, grace=60)
-        stop(git)
+        stop(daemon)
         for log in logs:
             log.close()
         # The hub stops each user's server as it stops; a server that is a Slurm job goes when Slurm has cancelled
         # it and its processes (the server, its kernels) have exited, which takes a moment on a busy machine.
         deadline = time.monotonic() + 60
-        while (left := processes_using(plan["state"])) and time.monotonic() < deadline:
+        while (left := processes_using(str(STATE))) and time.monotonic() < deadline:
             time.sleep(1)
         report["left_running"] = left
     return report
@@ -630,4 +623,4 @@ def session(plan: dict) -> dict:
 if __name__ == "__main__":
     plan = json.loads(Path(sys.argv[1]).read_text())
     report = session(plan)
-    Path(plan["report"]).write_text(json.dumps(report, indent=1))
+    REPORT.write_text(json.dumps(report, indent=1))

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
@@ -38,7 +39,9 @@ from booktools.gpu_runs import lesson_code_hash, load_gpu_runs, runs_of_lesson
 from gpukit.core.stamp import notebook_stamp, read_stamp
 from gpukit.topics.distributed import free_port
 from tests.support.booktoc import ROOT, toc_files
-from tests.support.lesson_runs import current_test_run, executed_path, wait_for
+from tests.support.device_probe import skip_where_the_gpu_cannot_work
+from tests.support.hub_session import REPOSITORY_PATH
+from tests.support.lesson_runs import current_test_run, executed_path, run_in, wait_for
 from tests.support.netns import loopback_namespace_prefix
 
 SITE = ROOT / "_build" / "site-test"
@@ -61,8 +64,6 @@ LESSONS_NEED_THE_GPU = "the test site is built from runs of the lessons, which p
 # The branch the test site launches: not the repository's default, because a launch link that loses its
 # branch (a known Jupyter Book bug) would still pull the default and look right.
 LAUNCH_BRANCH = "workshop-hub-test"
-# The served repository's path, org/name as on a real forge; nbgitpuller clones it into ~/gpu-python.
-REPOSITORY_PATH = "gpu-python/gpu-python"
 # Inside a loopback-only namespace nothing else listens, so the ports can be fixed before the servers exist.
 NAMESPACE_PORTS = {"hub": 8765, "git": 9418}
 
@@ -236,3 +237,13 @@ def built_site(run_here: set[Path] = frozenset()) -> dict:
         record = _build(record, set(run_here))
         RECORD.write_text(json.dumps(record, indent=1))
         return record
+
+
+def the_test_site(session) -> dict:
+    """:func:`built_site` for a test module's fixture (``session``: pytest's): skipped before building where torch
+    reports a GPU it cannot use (a build error never skips), failed on a build error."""
+    skip_where_the_gpu_cannot_work(needs=LESSONS_NEED_THE_GPU)
+    record = built_site(run_in(session))
+    if record["error"]:
+        pytest.fail(record["error"])
+    return record
