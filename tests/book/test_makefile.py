@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,24 @@ def test_a_clone_whose_path_has_spaces_or_quotes_gets_a_plain_private_environmen
     # A cache folder that is not plain either: the environment goes under /tmp.
     done = make(clone, "-n", "book", XDG_CACHE_HOME=str(tmp_path / "my cache"))
     assert re.match(r"/tmp/gpukit-venv-\d+/bin/python -m pip", pip_line(done.stdout)), done.stdout
+
+
+def test_the_environment_is_set_up_without_the_iri_checker_and_notebooks_still_validate(tmp_path):
+    lines = make(clone_at(tmp_path / "gpu-python"), "-n", "book").stdout.splitlines()
+    pips = [line.split(" -m pip ")[1].split()[0] for line in lines if " -m pip " in line]
+    assert pips == ["install", "uninstall"], pips
+    assert [line for line in lines if " -m pip uninstall " in line][0].endswith(" -q rfc3987-syntax")
+    # What is left without it, forced here whether or not this environment has it: nbformat validates a lesson,
+    # and Jupyter's event schemas (which every JupyterLab start loads) load, all without it.
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "rfc3987_syntax.py").write_text("raise ImportError('rfc3987_syntax is not installed')\n")
+    code = ("import sys, nbformat, jupyter_events.validators\n"
+            "nbformat.validate(nbformat.read(sys.argv[1], as_version=4))\n"
+            "print(sorted(name for name in sys.modules if name.startswith('rfc3987')))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "03-cupy.ipynb")],
+                          env={**os.environ, "PYTHONPATH": str(blocked)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
 
 
 def test_the_state_folders_are_made_inside_a_clone_with_spaces(tmp_path):
