@@ -61,7 +61,7 @@ ifneq ($(words $(LESSON_NOTEBOOK)),1)
 $(error LESSON=$(LESSON) is not a lesson; the lessons are: $(LESSON_NUMBERS))
 endif
 endif
-TEST_SELECTION := $(if $(LESSON),--lesson $(LESSON) $(LESSON_NOTEBOOK) tests/lessons/test_thin_kernel.py tests/exercises \
+TEST_SELECTION := $(if $(LESSON),--lesson $(LESSON) $(LESSON_NOTEBOOK) tests/lessons tests/exercises \
 	tests/book/test_site.py tests/book/test_jupyterhub.py)
 
 .PHONY: setup state-dirs book serve lab lessons test check lint bench gpu-check wheelhouse lesson clean help
@@ -70,8 +70,9 @@ help:
 	@echo "make book   - set up .venv and build the book into _build/html"
 	@echo "make test   - set up .venv and run every test (lint, package, notebooks, offline build, browser)"
 	@echo "make test LESSON=03 - one lesson's tests: it under nbval and in the thin kernel, its exercises' checks, its"
-	@echo "             page in the site test (built from make book's cache: run make book first), in a minute or two"
-	@echo "make check  - the quick loop, 85 to 140 s on 2 cores: lint, zizmor and every test that starts no server, executes"
+	@echo "             tests in tests/lessons, its page in the site test (built from make book's cache: run make book"
+	@echo "             first), in a minute or two"
+	@echo "make check  - the quick loop, 80 to 140 s on 2 cores: lint, zizmor and every test that starts no server, executes"
 	@echo "             no lesson, needs no network and is not slow (conftest.py says which: pytest --quick)"
 	@echo "make serve  - serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab    - set up .venv and start JupyterLab on 127.0.0.1:$(LAB_PORT) as attendees get it (MyST rendered)"

@@ -8,6 +8,7 @@ needs a hidden cell's name fails as code copied from the page would.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -341,6 +342,24 @@ LEFT_OUT_OF_CHECK: dict[str, str] = {
         "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
     "tests/unit/commands/test_preflight.py::test_triton_script_in_the_interpreter":
         "slow: 3 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_triton_script_refuses_the_interpreter":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_the_command_without_a_gpu_prints_a_skip_line_per_check_and_fails":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_torch_matmul_script_refuses_a_torch_that_sees_no_gpu":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_the_preflight_has_no_markdown_form":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_nccl_script_with_gloo_on_the_cpu":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/unit/commands/test_preflight.py::test_nccl_script_with_a_torch_without_nccl":
+        "slow: 2 core-seconds, the preflight's check scripts in child Pythons",
+    "tests/book/test_glossary.py::test_usage_report":
+        "slow: 2 core-seconds, reads every lesson for the glossary's terms",
+    "tests/lessons/test_training_at_scale_gpu_paths.py::test_the_flight_recorder_cell_runs_on_nccl":
+        "slow: 2 core-seconds, the lesson's flight-recorder cell starts its stand-in ranks",
+    "tests/exercises/test_pytorch.py::test_other_right_answers_pass":
+        "slow: 2 core-seconds, torch.compile and vmap of the right answers",
     "tests/unit/commands/test_preflight_gpu_node.py::test_forcing_a_library_away_nccl_out_of_torch_and_numpy_2_5":
         "slow: 2 core-seconds, the preflight's checks in child Pythons on a simulated node",
     "tests/unit/commands/test_preflight_gpu_node.py::test_hiding_the_gpu_hides_it_from_every_library_as_cuda_would":
@@ -470,7 +489,8 @@ def exercise_chapters(labels: set[str]) -> set[str]:
 
 def lessons_tests(items, notebook: Path) -> list:
     """Lesson ``notebook``'s tests among ``items``: its cells under nbval, its thin-kernel run, its exercises'
-    checks (test_every_exercise's for its labels, the whole of tests/exercises/test_<chapter>.py) and its page in
+    checks (test_every_exercise's for its labels, the whole of tests/exercises/test_<chapter>.py), its tests in
+    tests/lessons (its GPU paths, its predictions: those make bench's table counts as its own) and its page in
     the site test (the page's own tests; the site is built whole, from the book's cache where it has the lesson)."""
     labels = exercise_labels(notebook)
     chapter_files = {f"test_{chapter}.py" for chapter in exercise_chapters(labels)}
@@ -483,6 +503,8 @@ def lessons_tests(items, notebook: Path) -> list:
             keep = path.name == notebook.name
         elif path.name == "test_thin_kernel.py":
             keep = getattr(params.get("path"), "name", None) == notebook.name
+        elif path.parent.name == "lessons":
+            keep = lesson_of_lessons_test(item.nodeid, path) == notebook.stem
         elif path.name == "test_every_exercise.py":
             keep = params.get("label") in labels
         elif path.parent.name == "exercises":
@@ -501,6 +523,21 @@ def lessons_tests(items, notebook: Path) -> list:
         LESSON_NOTES.append(f"{notebook.stem}'s page is not tested: the test site is built whole, and it would execute "
                             f"{', '.join(site_needs)} first (no run in make book's cache): run make book, then this")
     return kept
+
+
+@functools.cache
+def lesson_of_lessons_file(path: Path) -> str | None:
+    from tests.support.lesson_costs import lesson_of_file  # lazy: only --lesson and a whole run's table need it
+
+    return lesson_of_file(path.read_text(encoding="utf-8"), [notebook.stem for notebook in lessons()])
+
+
+def lesson_of_lessons_test(nodeid: str, path: Path) -> str | None:
+    """The lesson (a notebook's stem) a test under tests/lessons is about, as make bench's table counts it: the one
+    its file names, or in a file about several, the one its parameters or name name."""
+    from tests.support.lesson_costs import lesson_of_test
+
+    return lesson_of_lessons_file(path) or lesson_of_test(nodeid, [notebook.stem for notebook in lessons()])
 
 
 LESSON_NOTES: list[str] = []
@@ -775,9 +812,9 @@ class LessonCosts:
 
         labels = {path.stem: exercise_labels(path) for path in lessons()}
         chapters = {stem: exercise_chapters(found) for stem, found in labels.items()}
-        files = {path.name: lesson_costs.lesson_of_file(path.read_text(encoding="utf-8"), labels)
-                 for path in (ROOT / "tests" / "lessons").glob("test_*.py")}
-        table = lesson_costs.markdown(*lesson_costs.cost_table(self.costs, labels, chapters, files))
+        files = {path.name: lesson_of_lessons_file(path) for path in (ROOT / "tests" / "lessons").glob("test_*.py")}
+        table = lesson_costs.markdown(*lesson_costs.cost_table(self.costs, labels, chapters, files),
+                                      lesson_costs.costliest(self.costs))
         (ROOT / "_build").mkdir(exist_ok=True)
         (ROOT / "_build" / "test-costs.md").write_text(table, encoding="utf-8")
 

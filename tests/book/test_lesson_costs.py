@@ -1,7 +1,7 @@
 """make bench's table of each lesson's test cost (tests/support/lesson_costs.py): every kind of a lesson's test is
 found from its id, and what belongs to no one lesson is the rest."""
 
-from tests.support.lesson_costs import attribute, cost_table, lesson_of_file, lesson_of_test, markdown
+from tests.support.lesson_costs import attribute, cost_table, costliest, lesson_of_file, lesson_of_test, markdown
 
 LESSONS = {"03-cupy": {"ex-cupy-launch", "ex-cupy-saxpy"}, "09-writing-kernels": {"ex-kernels-launch"}}
 CHAPTERS = {"03-cupy": {"cupy"}, "09-writing-kernels": {"kernels"}}
@@ -57,3 +57,7 @@ def test_the_table_adds_each_lesson_and_the_rest():
     table = markdown(by_lesson, rest)
     assert "| 03-cupy | 5 | 0 | 4 | 0 | 9 |" in table
     assert "The lessons' tests: 9 core-seconds (4 a lesson on average); the rest: 12; all: 20." in table
+    assert "costliest" not in table
+    top_two = costliest(costs, 2)
+    assert list(top_two) == ["tests/book/test_site.py::test_y", "tests/exercises/test_cupy.py::test_x"]
+    assert "| `tests/book/test_site.py::test_y` | 10.0 |" in markdown(by_lesson, rest, top_two)

@@ -172,7 +172,7 @@ def test_make_test_lesson_runs_that_lessons_tests_and_plain_make_test_everything
     lines = make(clone, "-n", "test", "LESSON=03").stdout.splitlines()
     (pytest_line,) = [line for line in lines if "-m pytest" in line]
     assert pytest_line.split(" -m pytest ")[1].split() == [
-        "--lesson", "03", "notebooks/03-cupy.ipynb", "tests/lessons/test_thin_kernel.py", "tests/exercises",
+        "--lesson", "03", "notebooks/03-cupy.ipynb", "tests/lessons", "tests/exercises",
         "tests/book/test_site.py", "tests/book/test_jupyterhub.py"]
     # Plain make test is the whole gate (pyproject.toml's testpaths); a variable LESSON in the environment is not asked.
     for done in (make(clone, "-n", "test"), make(clone, "-n", "test", LESSON="03")):

@@ -118,11 +118,12 @@ def test_the_budget_names_each_test_and_file_over_its_share_and_a_total_over_the
         "all of make check's tests together: 36 core-seconds (they may take 30)"]
 
 
-def item(where: str, fixtures=(), **params):
-    return SimpleNamespace(path=ROOT / where, callspec=SimpleNamespace(params=params), fixturenames=list(fixtures))
+def item(where: str, fixtures=(), test="test_x", **params):
+    return SimpleNamespace(path=ROOT / where, callspec=SimpleNamespace(params=params), fixturenames=list(fixtures),
+                           nodeid=f"{where}::{test}")
 
 
-def test_a_lessons_tests_are_its_notebook_thin_kernel_exercises_and_page(monkeypatch):
+def test_a_lessons_tests_are_its_notebook_thin_kernel_exercises_lesson_tests_and_page(monkeypatch):
     monkeypatch.setattr(conftest, "lessons_the_site_would_execute", lambda notebook: [])
     notebook = conftest.lesson_notebook("03")
     mine = [
@@ -130,6 +131,8 @@ def test_a_lessons_tests_are_its_notebook_thin_kernel_exercises_and_page(monkeyp
         item("tests/lessons/test_thin_kernel.py", path=notebook),
         item("tests/exercises/test_every_exercise.py", label="ex-cupy-softmax"),
         item("tests/exercises/test_cupy.py"),
+        item("tests/lessons/test_predictions.py", test="test_each_claim_has_its_prediction[03-cupy/h100]"),
+        item("tests/lessons/test_predictions.py", test="test_cupy_the_exercises_solution_passes_and_uses_the_n"),
         item("tests/book/test_site.py", ["site", "served_site", "browser"], doc="notebooks/03-cupy"),
         item("tests/book/test_jupyterhub.py", ["site"], doc="notebooks/03-cupy"),
     ]
@@ -139,6 +142,9 @@ def test_a_lessons_tests_are_its_notebook_thin_kernel_exercises_and_page(monkeyp
         item("tests/lessons/test_thin_kernel.py"),
         item("tests/exercises/test_every_exercise.py", label="ex-pytorch-where"),
         item("tests/exercises/test_pytorch.py"),
+        item("tests/lessons/test_predictions.py", test="test_each_claim_has_its_prediction[04-pytorch-gpu/h100]"),
+        item("tests/lessons/test_predictions.py", test="test_the_table_of_claims_covers_every_lesson"),
+        item("tests/lessons/test_precision_fp8.py"),
         item("tests/book/test_site.py", ["site", "served_site", "browser"], doc="notebooks/04-pytorch-gpu"),
         item("tests/book/test_site.py", ["site"]),
         item("tests/book/test_jupyterhub.py", ["site", "hub"], doc="notebooks/03-cupy"),

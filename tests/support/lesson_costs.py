@@ -86,8 +86,10 @@ def cost_table(costs: Mapping[str, float], lessons: Mapping[str, set[str]], chap
     return by_lesson, dict(sorted(rest.items(), key=lambda kv: -kv[1]))
 
 
-def markdown(by_lesson: Mapping[str, Mapping[str, float]], rest: Mapping[str, float]) -> str:
-    """The table `make bench` prints: each lesson's tests by kind, then the rest by folder, then the total."""
+def markdown(by_lesson: Mapping[str, Mapping[str, float]], rest: Mapping[str, float],
+             costliest: Mapping[str, float] | None = None) -> str:
+    """The table `make bench` prints: each lesson's tests by kind, then the rest by folder, then the total, and
+    ``costliest`` (core-seconds by test), where a next cut would pay."""
     lines = ["| lesson | " + " | ".join(KINDS) + " | total |", "| --- |" + " ---: |" * (len(KINDS) + 1)]
     for stem in sorted(by_lesson):
         kinds = by_lesson[stem]
@@ -100,4 +102,12 @@ def markdown(by_lesson: Mapping[str, Mapping[str, float]], rest: Mapping[str, fl
     lines += ["", f"The lessons' tests: {lessons_total:.0f} core-seconds ({lessons_total / len(by_lesson):.0f} a "
                   f"lesson on average); the rest: {sum(rest.values()):.0f}; all: {everything:.0f}."
               if by_lesson else f"All: {everything:.0f} core-seconds."]
+    if costliest:
+        lines += ["", "| the costliest tests | core-seconds |", "| --- | ---: |"]
+        lines += [f"| `{test}` | {seconds:.1f} |" for test, seconds in costliest.items()]
     return "\n".join(lines) + "\n"
+
+
+def costliest(costs: Mapping[str, float], count: int = 25) -> dict[str, float]:
+    """The ``count`` tests that cost the most, costliest first."""
+    return dict(sorted(costs.items(), key=lambda kv: -kv[1])[:count])
