@@ -12,7 +12,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -102,6 +102,13 @@ class RecordChecker:
             self.fail(field, f"must be a number >= 0 (or null where no peak is known), not {value!r}")
         if kind == "object" and not isinstance(value, dict):
             self.fail(field, f"must be a JSON object, not {type(value).__name__}")
+
+    def entries(self, field: str, value, maps: str) -> ItemsView:
+        """``value`` is an object with at least one entry (``maps``: "at least one operation to its results");
+        its items, to check one by one."""
+        if not isinstance(value, dict) or not value:
+            self.fail(field, f"must map {maps}")
+        return value.items()
 
     def fields(self, field: str, value, spec: Mapping[str, str], extra_allowed: bool = False) -> None:
         """``value`` is an object holding each key of ``spec`` with its kind (and, unless allowed, no other)."""

@@ -179,9 +179,7 @@ def validate_record(record, where: str = "the record") -> dict:
     for name, version in software.items():
         check.value(f"software.{name}", version, "text?")
     devices = record["devices"]
-    if not isinstance(devices, dict) or not devices:
-        check.fail("devices", "must map at least one device (cpu, cuda:0, mps) to its description")
-    for device, entry in devices.items():
+    for device, entry in check.entries("devices", devices, "at least one device (cpu, cuda:0, mps) to its description"):
         field = f"devices.{device}"
         if not isinstance(entry, dict):
             check.fail(field, "must be a JSON object with name, kind, clocks and peaks")

@@ -327,19 +327,15 @@ def _validate(record, where: str) -> dict:
         check.value(field, record[field], "text")
     check.date("date", record["date"])
     devices = record["devices"]
-    if not isinstance(devices, dict) or not devices:
-        check.fail("devices", "must map at least one device name to its description")
-    for device, description in devices.items():
+    for device, description in check.entries("devices", devices, "at least one device name to its description"):
         try:
             validate_device(device)
         except ValueError:
             check.fail(f"devices.{device}", "is not a device name (cuda, cuda:N, mps, cpu)")
         if not isinstance(description, str):
             check.fail(f"devices.{device}", "must be a string describing the device")
-    results = record["results"]
-    if not isinstance(results, dict) or not results:
-        check.fail("results", "must map at least one operation to its per-device results")
-    for operation, cells in results.items():
+    for operation, cells in check.entries("results", record["results"],
+                                          "at least one operation to its per-device results"):
         field = f"results.{operation}"
         if not isinstance(cells, dict):
             check.fail(field, "must map each device to a result")

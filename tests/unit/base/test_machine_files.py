@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gpukit.base.machine_files import file_name, json_files, read_checked
+from gpukit.base.machine_files import RecordChecker, file_name, json_files, read_checked
 
 
 class RecordError(ValueError):
@@ -47,3 +47,15 @@ def test_json_files_lists_in_name_order_and_says_how_to_make_a_missing_folder(tm
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match=r"holds no .json files: run `make it`"):
         json_files(empty, "make it")
+
+
+@pytest.mark.parametrize("value", [{}, [], ["cpu"], None])
+def test_entries_refuses_an_empty_object_or_no_object_in_the_given_error(value):
+    check = RecordChecker("box.json", RecordError, "gpukit.test/1")
+    with pytest.raises(RecordError, match=r"^box.json: field 'devices' must map at least one device to its name$"):
+        check.entries("devices", value, "at least one device to its name")
+
+
+def test_entries_returns_the_objects_items():
+    check = RecordChecker("box.json", RecordError, "gpukit.test/1")
+    assert list(check.entries("devices", {"cpu": "x", "mps": "y"}, "...")) == [("cpu", "x"), ("mps", "y")]
