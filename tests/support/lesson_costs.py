@@ -105,6 +105,8 @@ def markdown(by_lesson: Mapping[str, Mapping[str, float]], rest: Mapping[str, fl
     if costliest:
         lines += ["", "| the costliest tests | core-seconds |", "| --- | ---: |"]
         lines += [f"| `{test}` | {seconds:.1f} |" for test, seconds in costliest.items()]
+        lines += ["", "A lesson's kernel is counted where it ends: its last cell under nbval carries the whole "
+                      "lesson's kernel, and the first test to use a fixture (a browser, a site) carries the fixture."]
     return "\n".join(lines) + "\n"
 
 
