@@ -29,10 +29,11 @@ import inspect
 import os
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from gpukit.base.paths import state_dir
-from gpukit.topics.distributed import DistributedTimeout, plan_processes, run_torchrun
+from gpukit.topics.distributed import DistributedRun, DistributedTimeout, plan_processes, run_torchrun
 
 from ._predicting import Work, function_exercise
 from .checking import Exercise, register
@@ -93,19 +94,25 @@ def _first_error(run) -> str:
     return tail[0][:300]
 
 
-def _ran(script: Path, *args, nproc: int):
+def _ran(script: Path, *args, nproc: int, finished: Callable[[DistributedRun], bool]):
     """(the run, None), or (None, what went wrong) when the processes had to be stopped. A run in which a process
-    crashed (:func:`_crashed`) runs once more: a learner's script is judged by what it does, and a crash that
-    comes again is reported as it came."""
+    crashed (:func:`_crashed`) before ``finished(run)`` (its output holds the script's whole result) runs once
+    more: a learner's script is judged by what it does, and a crash that comes again is reported as it came. A
+    crash after that is one in shutting down (PyTorch's gloo can end a rank with "terminate called without an
+    active exception" as it exits), which changes no result: :func:`_succeeded` counts that run."""
     try:
         run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
-        if _crashed(run):
+        if _crashed(run) and not finished(run):
             run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
         return run, None
     except DistributedTimeout:
         return None, (f"the {nproc} processes did not finish within {RUN_TIMEOUT_S} s and were stopped: a rank "
                       "probably waits for a message that no rank sends (every send needs a matching recv on the "
                       "other rank, and two ranks that both receive first wait for each other).")
+
+
+def _succeeded(run: DistributedRun, finished: Callable[[DistributedRun], bool]) -> bool:
+    return run.ok or (_crashed(run) and finished(run))
 
 
 # ------------------------------------------------------------------------------------------ all-reduce by hand
@@ -195,13 +202,17 @@ def _hand_records(source: str, name: str) -> tuple[list[dict] | None, str | None
     worker = _HAND_WORKER.format(source=source, name=name, timeout=GROUP_TIMEOUT_S)
     script = _script_beside_the_lesson(worker, "check_all_reduce")
     plan = plan_processes(HAND_WORLD_SIZE)
+
+    def every_rank_reported(run) -> bool:
+        return len(run.records()) == plan.world_size
+
     try:
-        run, stopped = _ran(script, plan.backend, nproc=plan.world_size)
+        run, stopped = _ran(script, plan.backend, nproc=plan.world_size, finished=every_rank_reported)
     finally:
         script.unlink(missing_ok=True)
     if stopped:
         return None, stopped
-    if not run.ok:
+    if not _succeeded(run, every_rank_reported):
         error = _first_error(run)
         why = f"your function failed in the processes ({error})"
         if "NameError" in error:
@@ -365,6 +376,11 @@ def _calls(tree) -> set[str]:
             for node in ast.walk(tree) if isinstance(node, ast.Call)}
 
 
+def _checksum_printed(run: DistributedRun) -> bool:
+    """Rank 0 printed its checksum: DDP's last all-reduce, which every rank joins, came before it."""
+    return any(record["rank"] == 0 and "checksum" in record for record in run.records())
+
+
 def _ddp_script_runs_as_ddp(answer) -> str | None:
     """What is wrong with the learner's DDP version of train_one.py, run with torchrun on DDP_WORLD_SIZE ranks."""
     import math
@@ -379,13 +395,13 @@ def _ddp_script_runs_as_ddp(answer) -> str | None:
     if text not in _DDP_RUNS:
         script = path or _script_beside_the_lesson(text, "check_ddp")
         try:
-            run, stopped = _ran(script, nproc=DDP_WORLD_SIZE)
+            run, stopped = _ran(script, nproc=DDP_WORLD_SIZE, finished=_checksum_printed)
         finally:
             if path is None:
                 script.unlink(missing_ok=True)
         if stopped:
             return stopped
-        if not run.ok:
+        if not _succeeded(run, _checksum_printed):
             error = _first_error(run)
             hint = "."
             if "not been initialized" in error:

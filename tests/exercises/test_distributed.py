@@ -89,6 +89,37 @@ def test_a_crash_runs_the_script_once_more_and_a_second_crash_is_reported(monkey
     assert message.startswith("the script failed under torchrun (rank 1: exit code -11, Signal 11 (SIGSEGV)")
 
 
+def test_a_crash_after_rank_0_printed_its_checksum_is_one_in_shutting_down_and_the_run_counts(monkeypatch):
+    # PyTorch's gloo can end a rank with "terminate called without an active exception" as it exits, after the
+    # script's work (twice in a row once, on a loaded machine): rank 0's checksum came after DDP's last
+    # all-reduce, so the result is whole and the script is not run again.
+    finished = crashed_run()
+    finished.stdout[0] = json.dumps({"checksum": checks._ddp_expected()}) + "\n"
+    asked = _runs(monkeypatch, finished)
+    assert checks._ddp_script_runs_as_ddp(DDP_SCRIPT) is None and len(asked) == 1
+    # Not so where the crash came before the checksum (above), or where a rank raised: that is the script's error.
+    raised = DistributedRun(1, dict(finished.stdout), {0: "", 1: "ValueError: mine\n"}, SEGFAULT_SUMMARY, 3.0, "here")
+    assert not checks._crashed(raised) and not checks._succeeded(raised, checks._checksum_printed)
+
+
+def test_an_all_reduce_run_whose_rank_crashed_after_every_rank_reported_counts(monkeypatch):
+    line = json.dumps({"t": [1.0], "own": [1.0], "reference": [1.0], "returned a new tensor": False}) + "\n"
+    ranks = range(checks.plan_processes(checks.HAND_WORLD_SIZE).world_size)
+
+    def crashed_after(reported):  # rank 1 ended by SIGSEGV, as in crashed_run
+        return DistributedRun(1, {rank: line if rank in reported else "" for rank in ranks},
+                              {rank: "joined\n" if rank == 1 else "" for rank in ranks}, SEGFAULT_SUMMARY, 3.0, "here")
+
+    asked = _runs(monkeypatch, crashed_after(ranks))
+    monkeypatch.setattr(checks, "_HAND_RUNS", {})
+    records, wrong = checks._hand_records("def f(t):\n    pass\n", "f")
+    assert wrong is None and len(records) == len(ranks) and len(asked) == 1
+    half = crashed_after([0])
+    asked = _runs(monkeypatch, half, half)
+    records, wrong = checks._hand_records("def g(t):\n    pass\n", "g")
+    assert records is None and len(asked) == 2 and "exit code -11" in wrong
+
+
 @pytest.mark.slow
 def test_a_correct_script_whose_rank_crashes_once_at_exit_passes_under_real_torchrun(tmp_path):
     train_one_written()
