@@ -147,7 +147,9 @@ def keep_output(answer, output) -> None:
 
 
 def kept_output(answer=None):
-    """In a check's result step: what the method step kept (None if it kept nothing)."""
+    """In a check's result step: what the method step kept (None if it kept nothing). It takes the learner's
+    answer, as every result step does, so that it can be one (``Exercise(..., result=kept_output)``); what the
+    method step kept is the check's own, not read from the answer."""
     attempt = _ATTEMPT.get()
     return None if attempt is None else attempt.get("output")
 

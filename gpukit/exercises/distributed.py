@@ -95,24 +95,24 @@ def _first_error(run) -> str:
 
 
 def _ran(script: Path, *args, nproc: int, finished: Callable[[DistributedRun], bool]):
-    """(the run, None), or (None, what went wrong) when the processes had to be stopped. A run in which a process
-    crashed (:func:`_crashed`) before ``finished(run)`` (its output holds the script's whole result) runs once
-    more: a learner's script is judged by what it does, and a crash that comes again is reported as it came. A
-    crash after that is one in shutting down (PyTorch's gloo can end a rank with "terminate called without an
-    active exception" as it exits), which changes no result: :func:`_succeeded` counts that run."""
+    """(the run, whether it counts, None), or (None, False, what went wrong) when the processes had to be stopped.
+
+    A run counts where every process succeeded, or where one crashed (:func:`_crashed`) after ``finished(run)``
+    (its output holds the script's whole result): that is a crash in shutting down (PyTorch's gloo can end a rank
+    with "terminate called without an active exception" as it exits), which changes no result. A crash before
+    that runs the script once more: a learner's script is judged by what it does, and a crash that comes again is
+    reported as it came."""
     try:
-        run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
-        if _crashed(run) and not finished(run):
+        for attempt in (1, 2):
             run = run_torchrun(script, *args, nproc=nproc, timeout=RUN_TIMEOUT_S)
-        return run, None
+            crashed = _crashed(run)
+            whole = crashed and finished(run)
+            if not crashed or whole or attempt == 2:
+                return run, run.ok or whole, None
     except DistributedTimeout:
-        return None, (f"the {nproc} processes did not finish within {RUN_TIMEOUT_S} s and were stopped: a rank "
-                      "probably waits for a message that no rank sends (every send needs a matching recv on the "
-                      "other rank, and two ranks that both receive first wait for each other).")
-
-
-def _succeeded(run: DistributedRun, finished: Callable[[DistributedRun], bool]) -> bool:
-    return run.ok or (_crashed(run) and finished(run))
+        return None, False, (f"the {nproc} processes did not finish within {RUN_TIMEOUT_S} s and were stopped: a "
+                             "rank probably waits for a message that no rank sends (every send needs a matching "
+                             "recv on the other rank, and two ranks that both receive first wait for each other).")
 
 
 # ------------------------------------------------------------------------------------------ all-reduce by hand
@@ -207,12 +207,12 @@ def _hand_records(source: str, name: str) -> tuple[list[dict] | None, str | None
         return len(run.records()) == plan.world_size
 
     try:
-        run, stopped = _ran(script, plan.backend, nproc=plan.world_size, finished=every_rank_reported)
+        run, counts, stopped = _ran(script, plan.backend, nproc=plan.world_size, finished=every_rank_reported)
     finally:
         script.unlink(missing_ok=True)
     if stopped:
         return None, stopped
-    if not _succeeded(run, every_rank_reported):
+    if not counts:
         error = _first_error(run)
         why = f"your function failed in the processes ({error})"
         if "NameError" in error:
@@ -395,13 +395,13 @@ def _ddp_script_runs_as_ddp(answer) -> str | None:
     if text not in _DDP_RUNS:
         script = path or _script_beside_the_lesson(text, "check_ddp")
         try:
-            run, stopped = _ran(script, nproc=DDP_WORLD_SIZE, finished=_checksum_printed)
+            run, counts, stopped = _ran(script, nproc=DDP_WORLD_SIZE, finished=_checksum_printed)
         finally:
             if path is None:
                 script.unlink(missing_ok=True)
         if stopped:
             return stopped
-        if not _succeeded(run, _checksum_printed):
+        if not counts:
             error = _first_error(run)
             hint = "."
             if "not been initialized" in error:

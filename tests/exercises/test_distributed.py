@@ -99,7 +99,9 @@ def test_a_crash_after_rank_0_printed_its_checksum_is_one_in_shutting_down_and_t
     assert checks._ddp_script_runs_as_ddp(DDP_SCRIPT) is None and len(asked) == 1
     # Not so where the crash came before the checksum (above), or where a rank raised: that is the script's error.
     raised = DistributedRun(1, dict(finished.stdout), {0: "", 1: "ValueError: mine\n"}, SEGFAULT_SUMMARY, 3.0, "here")
-    assert not checks._crashed(raised) and not checks._succeeded(raised, checks._checksum_printed)
+    asked = _runs(monkeypatch, raised)
+    message = checks._ddp_script_runs_as_ddp(DDP_SCRIPT)
+    assert len(asked) == 1 and message.startswith("the script failed under torchrun (rank 1: ValueError: mine)")
 
 
 def test_an_all_reduce_run_whose_rank_crashed_after_every_rank_reported_counts(monkeypatch):
