@@ -24,10 +24,10 @@ of the lesson's ring all-reduce (the bytes it sends and receives, the additions 
 from __future__ import annotations
 
 import ast
-import hashlib
 import inspect
 import os
 import re
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -49,13 +49,15 @@ COLLECTIVES = {"all_reduce", "reduce", "broadcast", "all_gather", "all_gather_in
 
 
 def _script_beside_the_lesson(text: str, prefix: str) -> Path:
-    """Write ``text`` to ``<repo>/_build/cache/distributed/<prefix>_<digest>.py``: in the folder where the lesson
-    writes its scripts (so that a learner's script can import train_one), under a name of its own (so that checks
-    running side by side do not overwrite each other's)."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = state_dir("distributed") / f"{prefix}_{digest}.py"
-    path.write_text(text, encoding="utf-8")
-    return path
+    """Write ``text`` to a new ``<repo>/_build/cache/distributed/<prefix>_<random>.py``: in the folder where the
+    lesson writes its scripts (so that a learner's script can import train_one), under a name no other check has.
+    Two checks of the same text can run at once (a lesson's kernel beside the tests, or two test processes), and
+    each deletes its script when its run ends: a name made from the text alone let the first to finish delete
+    the other's script before torchrun had opened it."""
+    descriptor, name = tempfile.mkstemp(prefix=f"{prefix}_", suffix=".py", dir=state_dir("distributed"))
+    with os.fdopen(descriptor, "w", encoding="utf-8") as script:
+        script.write(text)
+    return Path(name)
 
 
 def _python_error(run, ranks=None) -> str | None:

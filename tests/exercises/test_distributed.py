@@ -1,4 +1,4 @@
-"""Chapter 10's checks when a process crashes rather than raises.
+"""Chapter 10's checks when a process crashes rather than raises, and when two checks of one script run at once.
 
 A rank of a correct DDP script can crash while its interpreter shuts down (PyTorch issue #190489: its autograd
 and gloo threads race the interpreter's teardown), after the script has done and printed its work: torchrun then
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 
 import pytest
 
@@ -137,3 +138,36 @@ def test_a_correct_script_whose_rank_crashes_once_at_exit_passes_under_real_torc
     result = check("ex-dist-ddp-script", script)
     assert result.correct, result.message
     assert once.exists()
+
+
+def test_two_checks_of_the_same_script_at_once_each_run_their_own_file(monkeypatch):
+    """A lesson's kernel and the tests (or two test processes) can check the same script at the same time. Each
+    check deletes its script when its run ends; with one name for one text, the first to end deleted the other's
+    before torchrun opened it ("can't open file .../check_ddp_<digest>.py", a failure of the solution's test)."""
+    both_written, first_done = threading.Barrier(2, timeout=30), threading.Event()
+    found = {}
+    done = DistributedRun(0, {0: json.dumps({"checksum": checks._ddp_expected()}) + "\n", 1: ""}, {0: "", 1: ""},
+                          "", 3.0, "here")
+
+    def run_torchrun(script, *args, **options):
+        which = threading.current_thread().name
+        both_written.wait()
+        if which == "second":
+            first_done.wait(timeout=30)  # the first check has ended and deleted its script
+        found[which] = script.read_text(encoding="utf-8") if script.exists() else None
+        return done
+
+    def check_as(which):
+        threading.current_thread().name = which
+        found[f"{which} says"] = checks._ddp_script_runs_as_ddp(DDP_SCRIPT)
+        if which == "first":
+            first_done.set()
+
+    monkeypatch.setattr(checks, "run_torchrun", run_torchrun)
+    monkeypatch.setattr(checks, "_DDP_RUNS", {})
+    threads = [threading.Thread(target=check_as, args=(which,)) for which in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert found == {"first": DDP_SCRIPT, "second": DDP_SCRIPT, "first says": None, "second says": None}
