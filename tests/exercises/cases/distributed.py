@@ -9,6 +9,7 @@ lesson's own cell, so that a lesson whose train_one.py drifted from what the che
 import inspect
 import json
 import linecache
+import os
 import textwrap
 from functools import cache
 from pathlib import Path
@@ -31,7 +32,13 @@ def train_one_written() -> Path:
     (text,) = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "train_one.py" in
                "".join(c["source"]).splitlines()[0]]
     path = state_dir("distributed") / "train_one.py"
-    path.write_text(text.split("\n", 1)[1], encoding="utf-8")  # without the %%writefile line
+    text = text.split("\n", 1)[1]  # without the %%writefile line
+    # Ranks of other checks (the lesson's kernels run beside the tests) may be importing it: a file rewritten in
+    # place is empty for a moment, so it is left alone where it is the same, and otherwise replaced whole.
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        written = path.with_name(f"train_one.{os.getpid()}.tmp")
+        written.write_text(text, encoding="utf-8")
+        os.replace(written, path)
     return path
 
 
