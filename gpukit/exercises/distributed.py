@@ -378,9 +378,14 @@ def _calls(tree) -> set[str]:
             for node in ast.walk(tree) if isinstance(node, ast.Call)}
 
 
+def _rank_0_checksums(run: DistributedRun) -> list[dict]:
+    """The lines ``{"checksum": ...}`` that rank 0 printed (the script should print one, after training)."""
+    return [record for record in run.records() if record["rank"] == 0 and "checksum" in record]
+
+
 def _checksum_printed(run: DistributedRun) -> bool:
     """Rank 0 printed its checksum: DDP's last all-reduce, which every rank joins, came before it."""
-    return any(record["rank"] == 0 and "checksum" in record for record in run.records())
+    return bool(_rank_0_checksums(run))
 
 
 def _ddp_script_runs_as_ddp(answer) -> str | None:
@@ -416,7 +421,7 @@ def _ddp_script_runs_as_ddp(answer) -> str | None:
         if printed:
             return (f"rank(s) {', '.join(map(str, printed))} printed too: with N processes every print comes N "
                     "times, so print from rank 0 only (if dist.get_rank() == 0:).")
-        results = [r for r in run.records() if r["rank"] == 0 and "checksum" in r]
+        results = _rank_0_checksums(run)
         if len(results) != 1:
             return ('rank 0 printed no line {"checksum": ...} (or several): print json.dumps({"checksum": '
                     "checksum(model)}) once, after training.")

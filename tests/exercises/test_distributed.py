@@ -158,14 +158,13 @@ def test_two_checks_of_the_same_script_at_once_each_run_their_own_file(monkeypat
         return done
 
     def check_as(which):
-        threading.current_thread().name = which
         found[f"{which} says"] = checks._ddp_script_runs_as_ddp(DDP_SCRIPT)
         if which == "first":
             first_done.set()
 
     monkeypatch.setattr(checks, "run_torchrun", run_torchrun)
     monkeypatch.setattr(checks, "_DDP_RUNS", {})
-    threads = [threading.Thread(target=check_as, args=(which,)) for which in ("first", "second")]
+    threads = [threading.Thread(target=check_as, args=(which,), name=which) for which in ("first", "second")]
     for thread in threads:
         thread.start()
     for thread in threads:
