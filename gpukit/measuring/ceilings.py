@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gpukit.base.arguments import require_positive, require_positive_or_none, require_whole_number
 from gpukit.core.timing import Timing, benchmark
 
-__all__ = ["PracticalCeiling", "copy_bandwidth", "practical_ceiling"]
+__all__ = ["PracticalCeiling", "copy_bandwidth", "format_flops_per_s", "practical_ceiling"]
 
 
 def copy_bandwidth(device: str = "cpu", nbytes: int = 256 * 2**20, repeats: int = 5) -> Timing:
@@ -30,7 +30,8 @@ def copy_bandwidth(device: str = "cpu", nbytes: int = 256 * 2**20, repeats: int 
                      bytes_moved=2 * nbytes)
 
 
-def _rate(flops_per_s: float) -> str:
+def format_flops_per_s(flops_per_s: float) -> str:
+    """A rate in FLOP/s as text, in TFLOP/s from 10^12 up and in GFLOP/s below: ``'67 TFLOP/s'``."""
     return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
 
 
@@ -56,17 +57,17 @@ class PracticalCeiling:
 
     def sentence(self) -> str:
         """What the ceiling is and why, as a sentence for glued prose."""
-        best, estimate = _rate(self.measured_best_flops_per_s), self.estimate_flops_per_s
+        best, estimate = format_flops_per_s(self.measured_best_flops_per_s), self.estimate_flops_per_s
         if estimate is None:
             return (f"No arithmetic peak could be estimated for this processor, so the best measured rate, {best}, "
                     "is used as the practical ceiling.")
         if self.exceeded:
-            return (f"On this run the best measured rate, {best}, exceeded the estimated peak of {_rate(estimate)} "
-                    f"({self.fraction_of_estimate:.0%} of it), so the estimate is too low, most likely because the "
-                    "cores ran above the clock the system reports; the measured best is used as the practical "
-                    "ceiling instead.")
+            return (f"On this run the best measured rate, {best}, exceeded the estimated peak of "
+                    f"{format_flops_per_s(estimate)} ({self.fraction_of_estimate:.0%} of it), so the estimate is too "
+                    "low, most likely because the cores ran above the clock the system reports; the measured best is "
+                    "used as the practical ceiling instead.")
         return (f"The best measured rate, {best}, is {self.fraction_of_estimate:.0%} of the estimated peak of "
-                f"{_rate(estimate)}, which is used as the ceiling.")
+                f"{format_flops_per_s(estimate)}, which is used as the ceiling.")
 
 
 def practical_ceiling(estimate_flops_per_s: float | None, measured_best_flops_per_s: float) -> PracticalCeiling:

@@ -48,12 +48,6 @@ class Overlap:
         return 1 - self.together.median / self.one_after_other.median
 
     @property
-    def best_possible(self) -> float:
-        """The saving if the shorter piece were hidden entirely behind the longer one, as a fraction of the
-        one-after-the-other time."""
-        return 1 - max(self.first.median, self.second.median) / self.one_after_other.median
-
-    @property
     def saved_seconds(self) -> float:
         """Seconds that doing both together saved against one after the other (negative: it cost)."""
         return self.one_after_other.median - self.together.median

@@ -38,10 +38,10 @@ from gpukit.core.device import validate_device
 from gpukit.core.peaks import OPERATIONS
 from gpukit.core.timing import format_seconds
 from gpukit.measuring.benchmark_records import achievable_table
-from gpukit.measuring.ceilings import copy_bandwidth
+from gpukit.measuring.ceilings import copy_bandwidth, format_flops_per_s
 
 __all__ = ["PCIE_LANE_GB_S", "Achievable", "Limits", "Prediction", "achievable_ceilings", "device_limits",
-           "gpu_limits", "link_limits", "predict", "predicted_against", "predicted_seconds"]
+           "gpu_limits", "link_limits", "predict", "predicted_against"]
 
 # Bytes per second one PCIe lane carries in each direction, by generation, after the line code (8b/10b up to
 # generation 2, 128b/130b from generation 3): the transfer rate in GT/s x the code's payload share / 8 bits.
@@ -55,17 +55,6 @@ AT_PREDICTION = 0.95
 # What a device's figures are: a vendor's datasheet, the CPU's estimate (with a measured bandwidth), copies measured
 # here only, a host-to-GPU link's rate from its PCIe generation and width, or nothing known.
 KINDS = ("datasheet", "estimate", "measured", "link", "none")
-
-
-def predicted_seconds(flops: float, bytes_moved: float, flops_per_s: float, bytes_per_s: float) -> float:
-    """The roofline's time in seconds: ``max(flops / flops_per_s, bytes_moved / bytes_per_s)``."""
-    for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a count of at least 0, not {value!r}")
-    for name, value in (("flops_per_s", flops_per_s), ("bytes_per_s", bytes_per_s)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive rate, not {value!r}")
-    return max(flops / flops_per_s, bytes_moved / bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -91,7 +80,8 @@ class Limits:
             raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, not {self.kind!r}")
 
     def __str__(self) -> str:
-        flops = "no FLOP/s figure" if self.flops_per_s is None else f"{_rate(self.flops_per_s)} {self.dtype}"
+        flops = ("no FLOP/s figure" if self.flops_per_s is None
+                 else f"{format_flops_per_s(self.flops_per_s)} {self.dtype}")
         memory = "no bandwidth figure" if self.bytes_per_s is None else f"{self.bytes_per_s / 1e9:.4g} GB/s"
         text = f"{self.device}: {flops} ({self.operation}), {memory}; from {self.basis}"
         return text + (f" ({self.missing})" if self.missing else "")
@@ -102,10 +92,6 @@ class Limits:
         if self.flops_per_s is None or self.bytes_per_s is None:
             return None
         return self.flops_per_s / self.bytes_per_s
-
-
-def _rate(flops_per_s: float) -> str:
-    return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e12 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
 
 
 @functools.cache
@@ -213,10 +199,6 @@ def link_limits(device: str, *, generation: int | None = None, lanes: int | None
     return Limits(device, "bytes", "copy", None, memory, basis, "measured")
 
 
-def _time(seconds: float) -> str:
-    return format_seconds(seconds)
-
-
 def _times(ratio: float) -> str:
     return f"{ratio:,.0f}" if ratio >= 100 else f"{ratio:.3g}"
 
@@ -283,17 +265,18 @@ class Prediction:
             return f"nothing predicts its time here ({limits.missing or 'no figures are known for ' + limits.device})"
         if limits.operation == "copy":
             what = "no arithmetic, so bound by the link" if self.bound == "link" else "a copy within memory"
-            return f"{self._predicts()} {_time(seconds)} ({what})"
+            return f"{self._predicts()} {format_seconds(seconds)} ({what})"
         intensity = f"intensity {_times(self.intensity)} FLOP/B" if self.intensity is not None else "no memory traffic"
         if not self.complete:
             side = "bandwidth" if self.memory_seconds else "FLOP/s"
-            return f"{self._predicts()} at least {_time(seconds)} from the {side} alone ({intensity}; {limits.missing})"
-        return f"{self._predicts()} {_time(seconds)} ({intensity}, so {self.bound}-bound)"
+            return (f"{self._predicts()} at least {format_seconds(seconds)} from the {side} alone "
+                    f"({intensity}; {limits.missing})")
+        return f"{self._predicts()} {format_seconds(seconds)} ({intensity}, so {self.bound}-bound)"
 
     def _measured_words(self, measured_seconds: float, what: str = "", first: bool = True,
                         explain: bool = True) -> str:
         ratio = self.ratio(measured_seconds)
-        said = f"{'measured ' if first else ''}{_time(measured_seconds)}{f' {what}' if what else ''}"
+        said = f"{'measured ' if first else ''}{format_seconds(measured_seconds)}{f' {what}' if what else ''}"
         if ratio is None:
             return said
         if ratio >= AT_PREDICTION or not explain:
@@ -386,8 +369,8 @@ class Achievable:
     def __str__(self) -> str:
         if not self.known:
             return f"achievable: {self.note}"
-        return (f"achievable: {_rate(self.flops_per_s)} ({self.dtype} products), {self.bytes_per_s / 1e9:.4g} GB/s "
-                f"(copies); {self.found}")
+        return (f"achievable: {format_flops_per_s(self.flops_per_s)} ({self.dtype} products), "
+                f"{self.bytes_per_s / 1e9:.4g} GB/s (copies); {self.found}")
 
 
 def achievable_ceilings(records: dict[str, dict], file: str, device: str, dtype: str = "float32") -> Achievable:

@@ -179,13 +179,12 @@ def size_sweep(
         raise ValueError(f"remeasure must be a whole number >= 0, not {remeasure!r}")
 
     rows = []
-    bar = progress_bar(len(sizes) * len(cases), desc, file) if progress else None
+    bar = progress_bar(len(sizes) * len(cases), desc, file, enabled=progress)
     try:
         for n in sizes:
             for case in cases:
                 rows.append(_row(case, n, _measure(case, n, repeats, warmup), flops, bytes_moved))
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
         table = pd.DataFrame(rows)
         table["remeasured"] = 0
         by_name = {case.name: case for case in cases}
@@ -193,7 +192,7 @@ def size_sweep(
             suspects = suspect_points(table)
             if suspects.empty:
                 break
-            if bar is not None and hasattr(bar, "total"):
+            if hasattr(bar, "total"):
                 bar.total += len(suspects)  # the bar stays one line; it grows by the points measured again
                 bar.refresh()
             for index, suspect in suspects.iterrows():
@@ -204,11 +203,9 @@ def size_sweep(
                     for column, value in again.items():
                         table.at[index, column] = value
                 table.at[index, "remeasured"] += 1
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     suspects = suspect_points(table)
     table["flagged"] = table.index.isin(suspects.index)
     table["flag"] = [suspects.at[i, "why"] if i in suspects.index else "" for i in table.index]

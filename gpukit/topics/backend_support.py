@@ -109,14 +109,10 @@ def _matrices(gen, dtype, count=3, n=4):
 
 def _spd(gen, dtype):
     """Symmetric (Hermitian) positive definite matrices: B B^H + n I."""
-    b = _matrices(gen, dtype)
-    return b @ b.mH + 4 * _eye_like(b)
-
-
-def _eye_like(a):
     import torch
 
-    return torch.eye(a.shape[-1], dtype=a.dtype)
+    b = _matrices(gen, dtype)
+    return b @ b.mH + 4 * torch.eye(b.shape[-1], dtype=b.dtype)
 
 
 def _pair(gen, dtype):

@@ -183,17 +183,5 @@ def run_in_chunks(work: Callable[[int, int], object], total: int, *, chunk: int 
     return ChunkedRun(combine(pieces), size, len(pieces), tuple(halvings))
 
 
-def halving_sequence(start: int, min_chunk: int = 1) -> list[int]:
-    """The chunk sizes :func:`run_in_chunks` may try from ``start``: ``start, start // 2, ...`` down to the
-    last one that is not below ``min_chunk``."""
-    size = require_whole_number("start", start, minimum=1)
-    min_chunk = require_whole_number("min_chunk", min_chunk, minimum=1)
-    sizes = []
-    while size >= min_chunk:
-        sizes.append(size)
-        size //= 2
-    return sizes
-
-
-__all__ = ["ChunkedRun", "StillOutOfMemory", "describe_out_of_memory", "halving_sequence", "is_out_of_memory",
-           "join_pieces", "release_cached_memory", "run_in_chunks"]
+__all__ = ["ChunkedRun", "StillOutOfMemory", "describe_out_of_memory", "is_out_of_memory", "join_pieces",
+           "release_cached_memory", "run_in_chunks"]

@@ -33,8 +33,6 @@ from gpukit.base.errors import error_line, first_line
 from gpukit.base.paths import LOOPBACK, state_dir
 from gpukit.core.device import cuda_available, mps_available
 
-BACKENDS = ("gloo", "nccl")
-
 
 # ------------------------------------------------------------------------------------------ planning
 @dataclass(frozen=True)

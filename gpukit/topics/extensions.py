@@ -177,13 +177,10 @@ class BuildTools:
         return self.cuda_reason is None
 
     def __str__(self) -> str:
-        def shown(value):
-            return value if value else "missing"
-
         lines = [
-            f"C++ compiler:   {shown(self.compiler)}",
-            f"ninja:          {shown(self.ninja)}",
-            f"Python headers: {shown(self.python_headers)}",
+            f"C++ compiler:   {self.compiler or 'missing'}",
+            f"ninja:          {self.ninja or 'missing'}",
+            f"Python headers: {self.python_headers or 'missing'}",
             f"CUDA build of PyTorch: {self.torch_cuda or 'no'}; CUDA device: "
             f"{'yes' if self.cuda_device else 'no'}; CUDA toolkit: "
             f"{self._toolkit_text() if self.cuda_device else 'not looked for without a CUDA device'}",
@@ -312,8 +309,7 @@ def ptx_function(ptx: str, entry: str) -> str:
     """The text of the kernel ``entry`` (its ``.entry`` line to its closing brace) in a PTX listing."""
     start = re.search(rf"\.entry\s+{re.escape(entry)}\s*\(", ptx)
     if start is None:
-        names = re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(", ptx)
-        raise ValueError(f"no kernel {entry!r} in this PTX; its kernels are {names}")
+        raise ValueError(f"no kernel {entry!r} in this PTX; its kernels are {cuda_compiler.ptx_entries(ptx)}")
     body = ptx.find("{", start.end())
     depth = 0
     for index in range(body, len(ptx)):

@@ -43,7 +43,6 @@ NCU_COLUMNS = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit"
 LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
-# Factors to base units for the units ncu prints without --print-units base.
 # Factors to base units for the prefixed units ncu prints where it is not run with --print-units base
 # ("Gbyte/second", "usecond", "Mhz"); with it, "byte/second" and "nsecond" (the native unit of durations).
 _SCALE = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3, "u": 1e-6, "n": 1e-9}
@@ -192,12 +191,9 @@ def plot_roofline(roofline: Roofline, points: dict[str, list[tuple[str, float, f
                 fastest[point[1]] = point
         for label, intensity, rate in fastest.values():
             ax.annotate(label, (intensity, rate), textcoords="offset points", xytext=(5, 4), fontsize="small")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="FLOP/s",
+           title=title or f"roofline of {roofline.name}")
     ax.xaxis.set_major_formatter(PlainLogFormatter())
-    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
-    ax.set_ylabel("FLOP/s")
-    ax.set_title(title or f"roofline of {roofline.name}")
     style_axes(ax)
     ax.legend(frameon=False, fontsize="small", loc="upper left")  # above the roof, where no work can be
     return fig

@@ -16,34 +16,6 @@ package): one line per piece of an array, with the device that holds it and the 
 
 from __future__ import annotations
 
-from gpukit.base.arguments import require_whole_number
-from gpukit.base.errors import error_line
-from gpukit.core.arrays import jax_backends_initialized
-
-HOST_DEVICES_OPTION = "jax_num_cpu_devices"
-
-
-def force_host_devices(count: int = 4) -> str:
-    """Ask JAX's CPU platform for ``count`` devices (``jax_num_cpu_devices``); return a sentence saying so.
-
-    It only takes effect if JAX has not started its backends in this process yet; where it is too late, nothing
-    is changed and the sentence says so (restart the kernel and call it before anything uses JAX).
-    """
-    count = require_whole_number("count", count, 1)
-    try:
-        import jax  # here, not at the top: JAX is optional, and importing it starts no backend
-    except ImportError as error:
-        return f"JAX cannot be imported here ({error_line(error)}), so it has no host devices to ask for."
-    if jax_backends_initialized():
-        # Asking JAX how many CPU devices it has is harmless once its backends are up (it starts nothing).
-        now = len(jax.devices("cpu"))
-        if now == count:
-            return f"JAX has already started in this process, with {count} CPU devices as asked."
-        return (f"JAX has already started in this process with {now} CPU device(s), and {HOST_DEVICES_OPTION} "
-                f"cannot change after that: restart the kernel and ask for {count} before JAX is first used.")
-    jax.config.update(HOST_DEVICES_OPTION, count)
-    return f"{HOST_DEVICES_OPTION}={count}: JAX's CPU platform will offer {count} devices."
-
 
 def _format_index(index: tuple) -> str:
     """A tuple of slices as array-index text: ``(slice(0, 4), slice(None))`` -> ``'0:4, :'``."""

@@ -1,7 +1,7 @@
 """Reading the book's Slurm job templates, and asking a Slurm cluster about itself when there is one.
 
-- :func:`templates` lists ``slurm_templates/``; :func:`template_header` is a template's opening comment (what
-  it is for and how to submit it) and :func:`sbatch_options` its ``#SBATCH`` requests as a dict;
+- :func:`templates_dir` is the ``slurm_templates/`` folder; :func:`template_header` is a template's opening
+  comment (what it is for and how to submit it) and :func:`sbatch_options` its ``#SBATCH`` requests as a dict;
 - :func:`array_indices` expands a job-array specification (``0-11%4``) into its task ids and throttle;
 - :func:`slurm_command` runs ``sinfo``/``squeue``/... if Slurm is installed and answers, and otherwise
   returns ``None`` with the reason, so that a lesson can skip, saying why;
@@ -26,12 +26,6 @@ _ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 def templates_dir() -> Path:
     return project_root() / "slurm_templates"
-
-
-def templates() -> list[Path]:
-    """The job scripts (``*.sbatch``) and submit scripts (``*.sh`` but the site file), sorted by name."""
-    folder = templates_dir()
-    return sorted(folder.glob("*.sbatch")) + sorted(p for p in folder.glob("*.sh") if p.name != "site.sh")
 
 
 def _path(template) -> Path:

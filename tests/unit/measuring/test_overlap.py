@@ -33,8 +33,6 @@ def test_cpu_async_does_not_overlap():
     spin = lambda: sum(range(1_000_000))  # noqa: E731 - holds the GIL, runs at once
     result = time_overlap(spin, spin, how="async", repeats=5)
     assert result.saved < 0.3
-    assert result.best_possible == pytest.approx(
-        1 - max(result.first.median, result.second.median) / result.one_after_other.median)
 
 
 def test_bad_arguments():

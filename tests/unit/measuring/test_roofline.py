@@ -16,20 +16,9 @@ import torch
 
 from gpukit.core import machine, peaks
 from gpukit.measuring import roofline
-from gpukit.measuring.roofline import AT_PREDICTION, Limits, device_limits, link_limits, predict, predicted_seconds
+from gpukit.measuring.roofline import AT_PREDICTION, Limits, device_limits, link_limits, predict
 
 H100 = Limits("NVIDIA H100 SXM", "float32", "matmul", 67e12, 3350e9, "the datasheet", "datasheet")
-
-
-def test_the_time_is_the_larger_of_the_two_terms():
-    n = 4096
-    assert predicted_seconds(2 * n**3, 3 * 4 * n * n, 67e12, 3350e9) == pytest.approx(2 * n**3 / 67e12)
-    m = 2**26
-    assert predicted_seconds(4 * m, 8 * m, 67e12, 3350e9) == pytest.approx(8 * m / 3350e9)
-    with pytest.raises(ValueError, match="positive rate"):
-        predicted_seconds(1, 1, 0, 1)
-    with pytest.raises(ValueError, match="at least 0"):
-        predicted_seconds(-1, 1, 1, 1)
 
 
 def test_a_product_is_compute_bound_and_an_expression_memory_bound_on_the_h100():

@@ -8,7 +8,6 @@ from gpukit.topics import chunking
 from gpukit.topics.chunking import (
     StillOutOfMemory,
     describe_out_of_memory,
-    halving_sequence,
     is_out_of_memory,
     join_pieces,
     run_in_chunks,
@@ -239,10 +238,3 @@ def test_pieces_are_joined_by_kind_or_by_the_given_function():
     assert join_pieces([1, 2]) == [1, 2] and join_pieces([]) == []
     run = run_in_chunks(lambda a, b: sum(range(a, b)), 10, chunk=3, combine=sum, report=None)
     assert run.result == sum(range(10))
-
-
-def test_halving_sequence():
-    assert halving_sequence(10_000, 100) == [10_000, 5000, 2500, 1250, 625, 312, 156]
-    assert halving_sequence(1) == [1]
-    with pytest.raises(ValueError, match="start must be a whole number >= 1"):
-        halving_sequence(0)

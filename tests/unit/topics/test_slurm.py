@@ -13,11 +13,10 @@ from gpukit.topics import slurm
 from tests.support.booktoc import ROOT
 
 
-def test_templates_are_listed_without_the_site_file():
-    names = [p.name for p in slurm.templates()]
-    assert "one-gpu.sbatch" in names and "bench-each-gpu-type.sh" in names
-    assert "site.sh" not in names
-    assert names.index("one-gpu.sbatch") < names.index("bench-each-gpu-type.sh")  # job scripts first
+def test_the_templates_folder_holds_job_scripts_submit_scripts_and_the_site_file():
+    """What lesson 11 globs there (``*.sbatch``, and ``*.sh`` but the site file) and reads (``site.sh``)."""
+    names = {p.name for p in slurm.templates_dir().iterdir()}
+    assert {"one-gpu.sbatch", "bench-each-gpu-type.sh", "site.sh"} <= names
 
 
 def test_header_and_options_of_a_template(tmp_path):
