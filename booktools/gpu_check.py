@@ -40,7 +40,6 @@ _ext/gpu_runs.py; data/gpu-runs/README.md says the rest).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import platform
@@ -79,6 +78,7 @@ from gpukit.base.paths import project_root
 from gpukit.commands import doctor
 from gpukit.commands.preflight.runner import SIMULATION_VARIABLES
 from gpukit.core import device, machine
+from gpukit.core.optional import installed_version
 from gpukit.core.stamp import notebook_stamp
 from gpukit.measuring.progress import progress_bar
 from gpukit.measuring.threads import usable_cores
@@ -882,18 +882,12 @@ def beside(results: Sequence[Result], result: Result) -> list[str]:
 def environment_facts() -> dict:
     """What this Python and this node offer (run in a child Python by the command): versions, driver, CUDA, the
     device the lessons pick with a GPU required, and the drift against the book's lock."""
-    def version(name):
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
     names = ["numpy", "torch", "jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "cupy-cuda13x",
              "cupy-cuda12x", "numba", "numba-cuda", "triton", "pandas", "matplotlib", "nbclient", "ipykernel",
              "pytest"]
     facts: dict = {"python": platform.python_version(), "executable": sys.executable,
                    "system": f"{platform.system()} {platform.machine()}", "cores": usable_cores(),
-                   "versions": {name: version(name) for name in names if version(name)}}
+                   "versions": {name: installed_version(name) for name in names if installed_version(name)}}
     smi = machine.nvidia_smi_gpus() or []
     facts["nvidia_smi"] = smi
     facts["driver"] = machine.driver_in_smi_lines(smi)
@@ -931,7 +925,7 @@ def environment_facts() -> dict:
             del os.environ[device.REQUIRE_GPU_ENV]
         else:
             os.environ[device.REQUIRE_GPU_ENV] = previous
-    if facts["usable_gpu"] and version("jax"):
+    if facts["usable_gpu"] and installed_version("jax"):
         try:
             import jax
 

@@ -3,7 +3,7 @@
 Some lessons must run code in a process of its own: under a memory cap that would also cap the notebook,
 with an environment variable that must be set before CUDA starts, or with an error that would leave the
 notebook's CUDA context unusable. :func:`run_python` runs the same Python as the notebook and returns a
-:class:`ScriptRun` with the exit status, the output, and where a traceback pointed.
+:class:`ScriptRun` with the exit status, the output, and the line that names its error.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpukit.base.arguments import require_positive
 
@@ -47,12 +46,6 @@ class ScriptRun:
         if named:
             return named[-1]
         return lines[-1].strip() if lines else f"exit status {self.returncode}, nothing on stderr"
-
-    def failed_at(self, script) -> int | None:
-        """The line of ``script`` that the traceback's innermost entry in that file points at, if any."""
-        name = re.escape(str(Path(script)))
-        found = re.findall(rf'File "{name}", line (\d+)', self.stderr)
-        return int(found[-1]) if found else None
 
 
 def run_python(*args, env: dict[str, str] | None = None, timeout: float = 300) -> ScriptRun:

@@ -81,5 +81,4 @@ def install_command(stack: CudaStack, extras: str = "lessons") -> str:
     """The command that installs ``stack`` on top of the lessons, from the book's repository folder."""
     index = f" --extra-index-url {stack.torch_index}" if stack.torch_index else " -c requirements/lock.txt"
     target = shlex.quote(f".[{extras},{stack.extra}]")
-
     return f"{pip_command()} install{index} -e {target}"

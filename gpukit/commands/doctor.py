@@ -30,7 +30,7 @@ from gpukit.base.units import human_bytes
 from gpukit.core import device as _device
 from gpukit.core.machine import driver_in_smi_lines, nvidia_smi_gpus
 from gpukit.core.memory import device_memory
-from gpukit.core.optional import DISTRIBUTIONS, distribution_of, install_command
+from gpukit.core.optional import DISTRIBUTIONS, distribution_of, install_command, installed_version
 
 # (import name, distribution name, what the book uses it for)
 CORE_LIBRARIES = (
@@ -283,13 +283,6 @@ def _numbers(lessons) -> str:
     return ", ".join(lesson.split("-")[0] for lesson in lessons)
 
 
-def _installed_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _same_release(installed: str, pinned: str) -> bool:
     """2.13.0+cu130 is the pinned 2.13.0: a local label (+cpu, +cu129) names the build, not the release."""
     from packaging.version import InvalidVersion, Version
@@ -301,7 +294,7 @@ def _same_release(installed: str, pinned: str) -> bool:
 
 
 def version_drift(lock: Path | str | None = None, notebooks: Path | None = None,
-                  installed: Callable[[str], str | None] = _installed_version,
+                  installed: Callable[[str], str | None] = installed_version,
                   environment: Mapping[str, str] | None = None) -> list[Drift]:
     """Each library the lessons use (their imports, :data:`TRANSITIVE`, and gpukit's :data:`CORE_LIBRARIES`)
     that is installed at another version than the lock's, with the lessons it can break. Libraries that are
@@ -355,9 +348,9 @@ def _stack_finding(driver: str) -> Finding:
 def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
     findings = []
     torch_version = library_version("torch")
+    driver = driver_in_smi_lines(smi_gpus)
     if smi_gpus:
         findings.append(Finding("nvidia-smi", OK, "; ".join(smi_gpus)))
-        driver = driver_in_smi_lines(smi_gpus)
         if driver:
             findings.append(_stack_finding(driver))
     else:
@@ -371,7 +364,6 @@ def _gpu_findings(smi_gpus: list[str] | None) -> list[Finding]:
                 findings.append(Finding(f"torch cuda:{i}", OK, _device.describe_device(f"cuda:{i}")))
         elif smi_gpus:
             build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-            driver = driver_in_smi_lines(smi_gpus)
             stack = (cuda_stacks.stack_for_driver(driver) if driver else None) or cuda_stacks.STACKS[0]
             findings.append(Finding(
                 "torch + GPU", PROBLEM,

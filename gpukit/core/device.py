@@ -22,7 +22,6 @@ from gpukit.core.machine import cpu_name
 DEVICE_ENV = "GPUKIT_DEVICE"
 REQUIRE_GPU_ENV = "GPUKIT_REQUIRE_GPU"
 
-KNOWN_KINDS = ("cuda", "mps", "cpu")
 _DEVICE_PATTERN = re.compile(r"^(cuda)(:\d+)?$|^(mps|cpu)$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}

@@ -102,7 +102,7 @@ def _host_memory() -> tuple[int | None, int | None]:
         return None, None
 
 
-# --------------------------------------------------------------------------- this process, and PyTorch's CUDA cache
+# --------------------------------------------------------------------------- this process
 @dataclass(frozen=True)
 class ProcessMemory:
     """This process's memory on the host: ``resident`` (in RAM now) and ``virtual`` (all address space it
@@ -134,46 +134,3 @@ def process_memory() -> ProcessMemory:
     except (OSError, ValueError, AttributeError):
         return ProcessMemory(None, None)
     return ProcessMemory(resident_pages * page, virtual_pages * page)
-
-
-@dataclass(frozen=True)
-class AllocatorMemory:
-    """PyTorch's view of one CUDA device's memory.
-
-    ``allocated``: bytes held by live tensors (``torch.cuda.memory_allocated``). ``reserved``: bytes the
-    caching allocator holds from the driver, in use or kept for reuse (``torch.cuda.memory_reserved``);
-    ``reserved - allocated`` is cached but unused. ``free``/``total``: the driver's count for the whole
-    device, every process included (``torch.cuda.mem_get_info``), as ``nvidia-smi`` reports it.
-    """
-
-    device: str
-    allocated: int
-    reserved: int
-    free: int
-    total: int
-
-    @property
-    def cached(self) -> int:
-        """Reserved by the allocator but not used by any tensor: what ``empty_cache()`` can give back."""
-        return self.reserved - self.allocated
-
-    def __str__(self) -> str:
-        return (f"allocated {human_bytes(self.allocated):>10}, reserved {human_bytes(self.reserved):>10}; "
-                f"device: {human_bytes(self.free)} free of {human_bytes(self.total)}")
-
-
-def allocator_memory(device: str = "cuda") -> AllocatorMemory:
-    """What PyTorch's caching allocator holds on a CUDA ``device``, and what the driver says is free."""
-    device = validate_device(device)
-    if not device.startswith("cuda"):
-        raise ValueError(f"allocator_memory reports PyTorch's CUDA caching allocator; {device!r} is not a CUDA "
-                         "device")
-    if not device_available(device):
-        raise RuntimeError(f"device {device!r} is not available here")
-    import torch
-
-    where = torch.device(device)
-    free, total = torch.cuda.mem_get_info(where)
-    return AllocatorMemory(device, int(torch.cuda.memory_allocated(where)), int(torch.cuda.memory_reserved(where)),
-                           int(free), int(total))
-

@@ -37,6 +37,14 @@ def distribution_of(import_name: str) -> str:
     return DISTRIBUTIONS.get(import_name, import_name)
 
 
+def installed_version(distribution: str) -> str | None:
+    """The version of ``distribution`` installed here (``importlib.metadata.version``), or None where it is not."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 # gpukit's extras, each read from a requirements file of the book (pyproject.toml's optional-dependencies).
 # In pyproject.toml's order, which is the order of gpukit's metadata.
 EXTRAS = ("lessons", "lab", "hub", "book", "test", "cuda13", "cuda12")

@@ -115,13 +115,6 @@ def _check_operation(operation: str) -> str:
     return operation
 
 
-def _read_text(path: str | os.PathLike | None, default: str) -> tuple[str, str]:
-    """The text of ``path``, or of the packaged table ``default``, and the name to use in error messages."""
-    if path is None:
-        return data_file(default).read_text(encoding="utf-8"), f"gpukit/data/{default}"
-    return Path(path).read_text(encoding="utf-8"), str(path)
-
-
 def _number(cell: str, where: str) -> float | None:
     if not cell.strip():
         return None  # the source publishes no figure
@@ -140,7 +133,11 @@ def published_peaks(path: str | os.PathLike | None = None) -> list[dict]:
     ``path`` defaults to the table shipped in gpukit. The figure columns come back as floats, or ``None``
     where the cell is empty because the vendor publishes no such figure.
     """
-    text, name = _read_text(path, PEAKS_TABLE)
+    # name: what the error messages call the table
+    if path is None:
+        text, name = data_file(PEAKS_TABLE).read_text(encoding="utf-8"), f"gpukit/data/{PEAKS_TABLE}"
+    else:
+        text, name = Path(path).read_text(encoding="utf-8"), str(path)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     missing = [column for column in _PEAK_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:

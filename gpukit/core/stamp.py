@@ -10,12 +10,12 @@ stamp back, from a page's text or a notebook's outputs.
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpukit.core.device import describe_device
+from gpukit.core.optional import installed_version
 
 NEEDS = {
     "cpu": "CPU only",
@@ -52,11 +52,7 @@ def lesson_stamp(needs: str, device: str, *, today: datetime.date | None = None)
     """
     if needs not in NEEDS:
         raise ValueError(f"needs must be one of {sorted(NEEDS)}, not {needs!r}")
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = None
-    return LessonStamp(needs, describe_device(device), torch_version, today or datetime.date.today())
+    return LessonStamp(needs, describe_device(device), installed_version("torch"), today or datetime.date.today())
 
 
 # The stamp's last sentence as text: "Last executed: 2026-11-26 on cuda:0 (NVIDIA H100 80GB HBM3, 79.2 GiB), with

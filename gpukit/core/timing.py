@@ -74,18 +74,6 @@ class Timing:
         return q3 - q1
 
     @property
-    def later_calls_median(self) -> float:
-        """The median of every sample but the first: the steady state, next to a cold first call."""
-        if len(self.samples) < 2:
-            raise ValueError(f"{self.label}: the first call can only be compared with later ones given 2+ samples")
-        return statistics.median(self.samples[1:])
-
-    @property
-    def first_call_ratio(self) -> float:
-        """The first sample over the median of the others: what a cold first call costs (needs warmup=0)."""
-        return self.samples[0] / self.later_calls_median
-
-    @property
     def flops_per_s(self) -> float | None:
         return None if self.flops is None else self.flops / self.median
 
@@ -224,14 +212,6 @@ def benchmark(
     return timing
 
 
-def _first_array(args) -> object | None:
-    return next((arg for arg in args if is_array(arg)), None)
-
-
-def _dtype_name(array) -> str:
-    return str(array.dtype).removeprefix("torch.")
-
-
 def gpu_name_of(array=None, device: str | None = None) -> str | None:
     """The name of the NVIDIA GPU that ``array`` lives on (or ``device``, a torch device name), as its library
     reports it (``"NVIDIA H100 80GB HBM3"``); ``None`` for anything else."""
@@ -281,12 +261,12 @@ def check_below_peak(timing: Timing, args=(), device: str | None = None, compute
     """
     if timing.flops_per_s is None:
         return
-    array = _first_array(args)
+    array = next((arg for arg in args if is_array(arg)), None)
     precision = computed_in
     if precision is None:
         if array is None:
             return
-        precision = _library_precision(array, _dtype_name(array))
+        precision = _library_precision(array, str(array.dtype).removeprefix("torch."))  # torch.float32 -> float32
     name = gpu_name_of(array, device)
     if name is None or precision not in CHECKED_PRECISIONS:
         return

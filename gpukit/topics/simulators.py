@@ -46,7 +46,6 @@ cuda.pathfinder find the CUDA runtime), where nothing else names a toolkit and t
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -59,7 +58,7 @@ from gpukit.base.child_python import pip_command
 from gpukit.base.cuda_stacks import STACKS, torch_cuda_major
 from gpukit.base.errors import error_line, first_line
 from gpukit.core.device import cuda_available, gpu_required
-from gpukit.core.optional import install_command, optional_import, pinned_requirement
+from gpukit.core.optional import install_command, installed_version, optional_import, pinned_requirement
 
 NUMBA_FLAG = "NUMBA_ENABLE_CUDASIM"
 TRITON_FLAG = "TRITON_INTERPRET"
@@ -146,13 +145,6 @@ NUMBA_NO_DEVICE = re.compile(r"CudaSupportError|cuInit|CUDA_ERROR_NO_DEVICE|no C
                              r"library cannot be found|Error at driver init|NVIDIA driver library", re.IGNORECASE)
 
 
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def node_lacks_toolkit(error: BaseException | str) -> bool:
     """Whether an error of Numba's CUDA target (an exception, or its first line) says that numba-cuda found no
     library of the CUDA toolkit it compiles kernels with (libNVVM, NVRTC, libdevice): the node's limitation, which
@@ -199,8 +191,8 @@ def numba_cuda_advice(error: BaseException | str, *, numpy_version: str | None =
     The versions default to those of the NumPy this Python imported and of the installed numba-cuda."""
     line = error_line(error) if isinstance(error, BaseException) else first_line(error)
     imported = sys.modules.get("numpy")
-    numpy_version = numpy_version or getattr(imported, "__version__", None) or _version("numpy")
-    numba_cuda_version = numba_cuda_version or _version("numba-cuda")
+    numpy_version = numpy_version or getattr(imported, "__version__", None) or installed_version("numpy")
+    numba_cuda_version = numba_cuda_version or installed_version("numba-cuda")
     known = numba_cuda_cause(line, numpy_version=numpy_version, numba_cuda_version=numba_cuda_version)
     if known is None:
         known = ("an error that gpukit does not recognise",

@@ -37,14 +37,11 @@ from gpukit.commands.preflight.checks.preflight_sources import (
     CUPY_KERNEL,
     CUPY_KERNEL_NAME,
     EXTENSION_DECLARATION,
-    EXTENSION_FUNCTION,
     EXTENSION_SOURCE,
 )
 from gpukit.commands.preflight.facts import (
-    VERSIONED_LIKE_CUDA,
     Facts,
     canonical_name,
-    cuda_distributions,
     distribution_cuda_major,
     gather_facts,
     major_of,
@@ -54,11 +51,9 @@ from gpukit.commands.preflight.fixes import (
     UNKNOWN,
     fix_words,
     pick_fix,
-    reinstall_command,
-    target_stack,
 )
 from gpukit.commands.preflight.reading import interpret, short
-from gpukit.commands.preflight.results import FAIL, NOTE, OK, SKIP, STATUSES, Preflight, Result
+from gpukit.commands.preflight.results import FAIL, NOTE, OK, SKIP, Preflight, Result
 from gpukit.commands.preflight.runner import (
     CHECKS,
     MARKER,
@@ -72,12 +67,10 @@ from gpukit.commands.preflight.runner import (
 )
 from gpukit.commands.preflight.table import (
     CUDA_CHECKS,
-    EXTENSION_TIMEOUT_S,
     JAX_MEMORY_ENV,
     MPS_CHECKS,
     MPS_CPU_ONLY,
     MPS_OPERATIONS,
-    LessonOperation,
     check_cuda_majors,
     check_driver,
     check_names,
@@ -92,9 +85,7 @@ __all__ = [
     "CUPY_KERNEL",
     "CUPY_KERNEL_NAME",
     "EXTENSION_DECLARATION",
-    "EXTENSION_FUNCTION",
     "EXTENSION_SOURCE",
-    "EXTENSION_TIMEOUT_S",
     "FAIL",
     "JAX_MEMORY_ENV",
     "MARKER",
@@ -106,20 +97,16 @@ __all__ = [
     "OK",
     "SIMULATION_VARIABLES",
     "SKIP",
-    "STATUSES",
     "UNKNOWN",
-    "VERSIONED_LIKE_CUDA",
     "ChildCheck",
     "ChildRun",
     "Facts",
-    "LessonOperation",
     "Preflight",
     "Result",
     "canonical_name",
     "check_cuda_majors",
     "check_driver",
     "check_names",
-    "cuda_distributions",
     "distribution_cuda_major",
     "fix_words",
     "gather_facts",
@@ -129,13 +116,11 @@ __all__ = [
     "mps_probe_names",
     "payloads",
     "pick_fix",
-    "reinstall_command",
     "run_check_in_child",
     "run_child",
     "run_preflight",
     "run_script",
     "short",
-    "target_stack",
     "why_no_gpu",
 ]
 

@@ -10,10 +10,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from gpukit.commands.doctor import canonical as canonical_name
 from gpukit.core import machine
+from gpukit.core.optional import installed_version
 from gpukit.topics.extensions import BuildTools, build_tools
 
 
@@ -48,8 +49,6 @@ class Facts:
         return any(name == prefix or (prefix.endswith("-") and name.startswith(prefix)) for name in self.distributions)
 
 
-
-
 def major_of(version: str | None) -> int | None:
     """The major of a version as packaging reads it (PEP 440): ``13.0`` -> 13, ``2.13.0+cu129`` -> 2; None for no
     version or one that is not a version."""
@@ -57,12 +56,6 @@ def major_of(version: str | None) -> int | None:
         return Version(str(version)).major if version else None
     except InvalidVersion:
         return None
-
-
-def canonical_name(name: str) -> str:
-    """A distribution's name as pip compares them (``packaging.utils.canonicalize_name``): ``Jax_CUDA13.Plugin`` ->
-    ``jax-cuda13-plugin``."""
-    return canonicalize_name(name)
 
 
 # Distributions that carry CUDA code, or tell which CUDA major the environment is built for.
@@ -115,11 +108,6 @@ def gather_facts() -> Facts:
             tools = build_tools()
         except Exception:  # noqa: BLE001 - the extension line then says it could not look
             tools = None
-    try:
-        numpy_version = importlib.metadata.version("numpy")
-    except importlib.metadata.PackageNotFoundError:
-        numpy_version = None
     return Facts(system=sys.platform, smi_gpus=smi, driver=driver, torch_version=torch_version,
                  torch_cuda=torch_cuda, cuda_devices=cuda_devices, mps=mps, distributions=cuda_distributions(),
-                 tools=tools, numpy_version=numpy_version)
-
+                 tools=tools, numpy_version=installed_version("numpy"))

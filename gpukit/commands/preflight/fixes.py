@@ -83,4 +83,3 @@ def pick_fix(check: ChildCheck, text: str, words: Mapping[str, str]) -> str:
         if match:
             return fix.format(**{**words, **match.groupdict()})
     return check.fix.format(**words)
-

@@ -19,18 +19,17 @@ def short(text: str, limit: int = 240) -> str:
 
 
 def last_line(text: str) -> str:
-    """The last line a child wrote other than its report: where it was when it stopped."""
+    """The last line a child wrote other than its report, where it was when it stopped, as a failure's detail ends
+    with it (``" (its last line: '...')"``); ``""`` where it wrote none."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith(MARKER)]
-    return lines[-1] if lines else ""
+    return f" (its last line: {short(lines[-1], 160)!r})" if lines else ""
 
 
 def interpret(check: ChildCheck, run: ChildRun, words: Mapping[str, str], limit: float) -> list[Result]:
     """The lines for how a check's child ended."""
     output = f"{run.stdout}\n{run.stderr}"
     if run.timed_out:
-        last = last_line(output)
-        shown = f" (its last line: {short(last, 160)!r})" if last else ""
-        return [Result(check.name, FAIL, f"did not finish within {limit:.0f} s and was stopped{shown}",
+        return [Result(check.name, FAIL, f"did not finish within {limit:.0f} s and was stopped{last_line(output)}",
                        "rerun the preflight (a first run compiles kernels); if this check hangs again, run its "
                        f"lesson on this node to see where. {pick_fix(check, output, words)}")]
     reports = payloads(run)
@@ -39,9 +38,7 @@ def interpret(check: ChildCheck, run: ChildRun, words: Mapping[str, str], limit:
             return check.lines(reports[-1], words)
         return [Result(check.name, OK, str(reports[-1].get("detail", "ran")))]
     if run.ok:
-        last = last_line(output)
-        shown = f" (its last line: {short(last, 160)!r})" if last else ""
-        return [Result(check.name, FAIL, f"the child Python ended without reporting a result{shown}",
+        return [Result(check.name, FAIL, f"the child Python ended without reporting a result{last_line(output)}",
                        pick_fix(check, output, words))]
     if run.returncode < 0:
         try:
@@ -67,4 +64,3 @@ def error_text(run: ScriptRun) -> str:
     except (ValueError, IndexError):
         return error
     return f"{error} {after}"
-

@@ -64,4 +64,3 @@ class Preflight:
     def to_text(self) -> str:
         width = max((len(r.name) for r in self.results), default=0)
         return "\n".join([*(r.line(width) for r in self.results), self.summary()])
-

@@ -93,7 +93,6 @@ def check_cuda_majors(facts: Facts, words: Mapping[str, str]) -> Result:
                   f"python -m pip uninstall -y {' '.join(odd)} && {words['install']}")
 
 
-
 # ------------------------------------------------------------------------------------------ gates
 def needs(distribution: str, shown: str | None = None) -> Callable:
     """A gate: FAIL where ``distribution`` (a prefix if it ends in '-') is not installed."""
@@ -315,4 +314,3 @@ def check_names(kind: str) -> tuple[str, ...]:
     if kind == "mps":
         return ("torch matmul (MPS)", *(f"mps {op.name}" for op in MPS_OPERATIONS))
     return ("driver", "CUDA majors", *(check.name for check in CUDA_CHECKS))
-

@@ -1,4 +1,4 @@
-"""gpukit.base.child_python: a child Python, its exit status, its error line and where its traceback points."""
+"""gpukit.base.child_python: a child Python, its exit status and its error line."""
 
 import sys
 
@@ -14,14 +14,12 @@ def test_a_successful_child(tmp_path):
     assert run.ok and run.returncode == 0 and run.stdout == "hello world\n" and run.error == ""
 
 
-def test_a_failing_child_names_its_error_and_line(tmp_path):
+def test_a_failing_child_names_its_error(tmp_path):
     script = tmp_path / "bad.py"
     script.write_text("def f():\n    raise ValueError('nope')\n\nprint('before')\nf()\n")
     run = run_python(script)
     assert not run.ok and run.stdout == "before\n"
     assert run.error == "ValueError: nope"
-    assert run.failed_at(script) == 2
-    assert run.failed_at(tmp_path / "other.py") is None
 
 
 def test_code_can_be_given_with_dash_c():
@@ -36,7 +34,6 @@ def test_the_error_line_is_found_above_trailing_advice():
               "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n")
     run = ScriptRun(1, "", stderr)
     assert run.error == "torch.AcceleratorError: CUDA error: device-side assert triggered"
-    assert run.failed_at("x.py") == 8
     assert ScriptRun(3, "", "").error == "exit status 3, nothing on stderr"
     assert ScriptRun(1, "", "killed\n").error == "killed"
 

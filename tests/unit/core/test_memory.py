@@ -167,29 +167,3 @@ def test_process_memory_unknown_is_none(monkeypatch):
     monkeypatch.setattr(builtins, "open", lambda *a, **k: (_ for _ in ()).throw(OSError("no /proc")))
     result = memory.process_memory()
     assert result == memory.ProcessMemory(None, None) and str(result) == "resident unknown, address space unknown"
-
-
-def test_allocator_memory_reads_pytorchs_cuda_counters(monkeypatch):
-    from gpukit.core.memory import allocator_memory
-
-    asked = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: asked.append(("info", d)) or (10 << 30, 16 << 30))
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d: asked.append(("allocated", d)) or 4 << 30)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: asked.append(("reserved", d)) or 5 << 30)
-    memory = allocator_memory("cuda:1")
-    assert {d for _, d in asked} == {torch.device("cuda:1")}
-    assert (memory.allocated, memory.reserved, memory.free, memory.total, memory.cached) == (
-        4 << 30, 5 << 30, 10 << 30, 16 << 30, 1 << 30)
-    assert str(memory) == "allocated   4.00 GiB, reserved   5.00 GiB; device: 10.00 GiB free of 16.00 GiB"
-
-
-def test_allocator_memory_is_for_cuda_devices_only(monkeypatch):
-    from gpukit.core.memory import allocator_memory
-
-    with pytest.raises(ValueError, match="'cpu' is not a CUDA device"):
-        allocator_memory("cpu")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(RuntimeError, match="'cuda' is not available"):
-        allocator_memory("cuda")

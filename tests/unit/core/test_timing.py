@@ -136,14 +136,6 @@ def test_timing_synchronize_is_the_arrays_one():
     assert timing.synchronize is arrays.synchronize
 
 
-def test_first_call_ratio():
-    cold = Timing("cold", (9.0, 1.0, 3.0, 2.0))
-    assert cold.later_calls_median == 2.0
-    assert cold.first_call_ratio == pytest.approx(4.5)
-    with pytest.raises(ValueError, match="2\\+ samples"):
-        _ = Timing("one", (1.0,)).first_call_ratio
-
-
 # --- event timing, with torch's CUDA and MPS events faked -----------------------------------------------
 
 

@@ -1,7 +1,6 @@
 """The preflight's CuPy check: cuBLAS through ``cupy.matmul``, then a raw kernel (``preflight_sources.CUPY_KERNEL``)
 that CuPy compiles with NVRTC."""
 
-
 import cupy
 import numpy as np
 from preflight_child import report
