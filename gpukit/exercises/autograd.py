@@ -39,12 +39,6 @@ from .checking import raised as _raised
 _TANH_RTOL, _TANH_ATOL = 1e-5, 1e-6
 
 
-def _on(device, tensor):
-    import torch
-
-    return tensor.to(torch.device(device))
-
-
 def gradcheck_device(device) -> str:
     """Where ``gradcheck`` can run for work on ``device``: the device itself, or the CPU where the device has no
     ``float64`` (Apple's MPS)."""
@@ -70,7 +64,7 @@ def _particles(device):
     generator = torch.Generator().manual_seed(5)
     grid = torch.stack(torch.meshgrid(torch.arange(2.0), torch.arange(2.0), torch.arange(3.0), indexing="ij"), -1)
     jitter = 0.2 * (torch.rand(12, 3, generator=generator) - 0.5)
-    return _on(device, grid.reshape(12, 3) + jitter)
+    return (grid.reshape(12, 3) + jitter).to(device)
 
 
 def _coulomb_forces(device):
@@ -82,7 +76,7 @@ def _coulomb_forces(device):
     difference = x[:, None, :] - x[None, :, :]
     distance = difference.norm(dim=-1) + torch.eye(len(x), dtype=torch.float64)  # no pair with itself
     forces = (difference / distance.unsqueeze(-1) ** 3).sum(dim=1)
-    return _on(device, forces.float())
+    return forces.float().to(device)
 
 
 def _forces_by_autograd(answer, device) -> str | None:
@@ -124,8 +118,8 @@ def _tanh_exercise_inputs(device):
     that forgets ``grad_y`` would pass with ones), in float32 on ``device``."""
     import torch
 
-    x = _on(device, torch.linspace(-2.0, 2.0, 7)).requires_grad_()
-    grad_y = _on(device, torch.linspace(0.5, 2.0, 7))
+    x = torch.linspace(-2.0, 2.0, 7).to(device).requires_grad_()
+    grad_y = torch.linspace(0.5, 2.0, 7).to(device)
     return x, grad_y
 
 
@@ -253,7 +247,7 @@ def _is_an_operator_with_a_working_fake(answer, device) -> str | None:
         return ("your operator's own kernel no longer computes the distances between the points ("
                 + kernel.message.rstrip(".") + "): keep the given definition, and register the fake implementation "
                   "on it.")
-    for tried in (points, _on(gradcheck_device(device), points).double()):
+    for tried in (points, points.to(gradcheck_device(device)).double()):
         wrong = _fake_describes_the_kernel(answer, tried)
         if wrong:
             return wrong

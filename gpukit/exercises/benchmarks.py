@@ -26,7 +26,7 @@ from numbers import Real
 from gpukit.base.errors import error_line
 from gpukit.core.peaks import device_peak
 
-from .checking import Exercise, answer_device, keep_output, kept_output, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register, torch_function_name
 
 # ------------------------------------------------------------------------------------------- fraction of peak
 _PRODUCTS = {"TensorBase.__matmul__", "TensorBase.__rmatmul__", "TensorBase.matmul", "TensorBase.mm", "matmul",
@@ -41,10 +41,6 @@ FRACTION_RTOL = 0.4  # the learner's fraction may differ from the check's by 40 
 def matmul_size(device: str) -> int:
     """The size the check multiplies at: a few milliseconds per product on each kind of device."""
     return {"cpu": 384, "mps": 2048}.get(device.split(":")[0], 4096)
-
-
-def _name(func) -> str:
-    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
 
 
 def _run_timing_each_product(answer, n: int, device: str):
@@ -66,9 +62,9 @@ def _run_timing_each_product(answer, n: int, device: str):
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if _name(func) not in _PRODUCTS:
+            if torch_function_name(func) not in _PRODUCTS:
                 out = func(*args, **kwargs)
-                short = _name(func).rsplit(".", 1)[-1]
+                short = torch_function_name(func).rsplit(".", 1)[-1]
                 if short in _FACTORIES and "device" not in kwargs and isinstance(out, torch.Tensor):
                     where_made[id(out)] = weakref.ref(out)
                 elif short in _MOVES and isinstance(out, torch.Tensor):

@@ -29,7 +29,7 @@ from collections import Counter
 from gpukit.base.errors import first_line
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, answer_device, keep_output, kept_output, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register, torch_function_name
 
 # --------------------------------------------------------------------------------------------- shared
 _HOST_COPIES = {"TensorBase.cpu": ".cpu()", "TensorBase.numpy": ".numpy()", "TensorBase.tolist": ".tolist()",
@@ -37,10 +37,6 @@ _HOST_COPIES = {"TensorBase.cpu": ".cpu()", "TensorBase.numpy": ".numpy()", "Ten
 _MOVES = {"TensorBase.to", "TensorBase.cuda", "TensorBase.mps", "_VariableFunctionsClass.as_tensor",
           "_VariableFunctionsClass.tensor"}
 _ERRORS = (RuntimeError, NotImplementedError, TypeError)
-
-
-def _name(func) -> str:
-    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
 
 
 def _target_device(name: str, args, kwargs):
@@ -82,7 +78,7 @@ class _Watch:
                 kwargs = kwargs or {}
                 out = func(*args, **kwargs)
                 if not watch.quiet:
-                    watch.calls.append((_name(func), args, kwargs, out))
+                    watch.calls.append((torch_function_name(func), args, kwargs, out))
                 return out
 
         with Mode():

@@ -16,6 +16,7 @@ import difflib
 import functools
 import importlib
 import math
+import os
 import pkgutil
 from collections import Counter
 from collections.abc import Callable
@@ -64,7 +65,6 @@ class Exercise:
     atol: float = 0.0
     method: Callable[..., str | None] | None = None
     result: Callable[[object], object] | None = None
-    check_device: bool = True
     writes: str = ""  # what the learner writes to answer: one of WRITES
     correct_means: str = ""  # what a correct number is, said after "Correct: ... matches" (what it measured)
 
@@ -76,7 +76,7 @@ def _number(value) -> str:
     return f"{value:.6g}"
 
 
-def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0, check_device: bool = True) -> CheckResult:
+def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0) -> CheckResult:
     """Compare ``answer`` with ``expected`` and explain the first difference without revealing ``expected``.
 
     The checks go from coarse to fine: missing answer, kind (array or number), array library, shape,
@@ -102,7 +102,7 @@ def compare(answer, expected, *, rtol: float = 1e-5, atol: float = 0.0, check_de
         return CheckResult(False, f"shape is {tuple(answer.shape)}, expected {tuple(expected.shape)}.")
     if str(answer.dtype) != str(expected.dtype):
         return CheckResult(False, f"dtype is {answer.dtype}, expected {expected.dtype}.")
-    if check_device and device_kind(answer) != device_kind(expected):
+    if device_kind(answer) != device_kind(expected):
         return CheckResult(False, f"the array is on {device_kind(answer)}, expected it on {device_kind(expected)}.")
     got, want = to_numpy(answer), to_numpy(expected)
     close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
@@ -229,6 +229,27 @@ def not_a_function(answer, name: str, takes: str) -> str | None:
             "function, not what it returns.")
 
 
+def script_text(answer, what: str) -> tuple[str | None, Path | None, str | None]:
+    """(the script's text, its file if the answer is a path, None) from a str holding the script or a path to its
+    file; else (None, None, what is wrong). ``what``: the script the exercise expects, as said to an answer of
+    another type ("expected <what> or the path of its file, got int.")."""
+    if isinstance(answer, (str, os.PathLike)):
+        looks_like_a_path = isinstance(answer, os.PathLike) or ("\n" not in answer and Path(answer).is_file())
+        if looks_like_a_path:
+            path = Path(answer)
+            if not path.is_file():
+                return None, None, f"there is no file at {path.name}: pass the script's text, or the path of its file."
+            return path.read_text(encoding="utf-8", errors="replace"), path, None
+        return answer, None, None
+    return None, None, f"expected {what} or the path of its file, got {type(answer).__name__}."
+
+
+def torch_function_name(func) -> str:
+    """The qualified name of a function that a ``TorchFunctionMode`` sees (``TensorBase.to``), else its name or
+    repr."""
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+
+
 def seeded_regression(device, *, seed: int, samples: int, hidden: int, activation, init_scale: float, lr: float,
                       labels: Callable):
     """A two-layer float32 model (8 inputs, ``hidden`` units, ``activation``, one output), its SGD optimiser and
@@ -337,8 +358,7 @@ def _judged(exercise: Exercise, answer, context: dict) -> CheckResult:
     if exercise.result is not None:
         answer = exercise.result(answer)
     _ATTEMPT.get()["answer"] = answer  # for the expected step, which may ask where it is (answer_device)
-    verdict = compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol,
-                      check_device=exercise.check_device)
+    verdict = compare(answer, exercise.expected(**context), rtol=exercise.rtol, atol=exercise.atol)
     if verdict.correct and exercise.correct_means:
         return CheckResult(True, f"{verdict.message.rstrip('.')}: {exercise.correct_means}.")
     return verdict

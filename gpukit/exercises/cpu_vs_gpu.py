@@ -38,7 +38,7 @@ from gpukit.core import timing
 from gpukit.measuring import roofline
 
 from ._predicting import RTOL, judge_number
-from .checking import Exercise, answer_device, keep_output, kept_output, register
+from .checking import Exercise, answer_device, keep_output, kept_output, register, torch_function_name
 
 # --------------------------------------------------------------------------------------- timing by hand
 WORK_SECONDS = 0.04  # what one call keeps the modelled device busy for
@@ -239,10 +239,6 @@ _FACTORIES = {"linspace", "arange", "logspace", "zeros", "ones", "full", "empty"
               "normal", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"}
 
 
-def _name(func) -> str:
-    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-
-
 def _names_a_device(args, kwargs) -> bool:
     import torch
 
@@ -259,7 +255,7 @@ def _calls_while_making(answer, n: int):
     class Watch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            calls.append((_name(func), args, kwargs))
+            calls.append((torch_function_name(func), args, kwargs))
             return func(*args, **kwargs)
 
     with Watch():

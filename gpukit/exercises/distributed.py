@@ -36,7 +36,7 @@ from gpukit.base.paths import state_dir
 from gpukit.topics.distributed import DistributedRun, DistributedTimeout, plan_processes, run_torchrun
 
 from ._predicting import Work, function_exercise
-from .checking import Exercise, register
+from .checking import Exercise, register, script_text
 
 HAND_WORLD_SIZE = 3  # three ranks: a function that only works with two (rank 0 and "the other") is caught
 DDP_WORLD_SIZE = 2
@@ -240,8 +240,7 @@ def _all_reduces_by_hand(answer) -> str | None:
     source, wrong = _function_source(answer)
     if wrong:
         return wrong
-    called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-              for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)}
+    called = _calls(ast.parse(source))
     if called & COLLECTIVES:
         return (f"your function calls {', '.join(sorted(called & COLLECTIVES))}: build the all-reduce from "
                 "point-to-point messages (dist.send and dist.recv, or isend and irecv) alone.")
@@ -359,18 +358,7 @@ _DDP_MISTAKES = (
      lambda: _checksum_after(_in_order, DDP_SETUP["batch"])),
 )
 _DDP_RUNS: dict[str, float] = {}
-
-
-def _ddp_script_text(answer) -> tuple[str | None, Path | None, str | None]:
-    """(the script's text, its file if the answer is a path, None), or (None, None, what is wrong)."""
-    if isinstance(answer, (str, os.PathLike)):
-        if isinstance(answer, os.PathLike) or ("\n" not in answer and Path(answer).is_file()):
-            path = Path(answer)
-            if not path.is_file():
-                return None, None, f"there is no file at {path.name}: pass the script's text, or the path of its file."
-            return path.read_text(encoding="utf-8", errors="replace"), path, None
-        return answer, None, None
-    return None, None, f"expected the script as text (a str) or the path of its file, got {type(answer).__name__}."
+_DDP_SCRIPT = "the script as text (a str)"  # what the check asks for, in the words of script_text's message
 
 
 def _calls(tree) -> set[str]:
@@ -392,7 +380,7 @@ def _ddp_script_runs_as_ddp(answer) -> str | None:
     """What is wrong with the learner's DDP version of train_one.py, run with torchrun on DDP_WORLD_SIZE ranks."""
     import math
 
-    text, path, wrong = _ddp_script_text(answer)
+    text, path, wrong = script_text(answer, _DDP_SCRIPT)
     if wrong:
         return wrong
     try:
@@ -443,7 +431,7 @@ def _ddp_script_runs_as_ddp(answer) -> str | None:
 
 
 def _ddp_result(answer) -> float:
-    return _DDP_RUNS[_ddp_script_text(answer)[0]]
+    return _DDP_RUNS[script_text(answer, _DDP_SCRIPT)[0]]
 
 
 register(

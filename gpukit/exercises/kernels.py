@@ -98,9 +98,8 @@ def _is_a_guarded_numba_saxpy(answer) -> str | None:
                 "do all the items (the simulator lets NumPy do it), and on a GPU Numba cannot compile arithmetic "
                 "that makes a new array inside a kernel. Give each thread one item: its index i from cuda.grid(1), "
                 "then out[i] from x[i] and y[i].")
-    if numba_simulating() is False:
-        if not cuda_available():
-            return use_cuda_simulator()
+    if numba_simulating() is False and not cuda_available():
+        return use_cuda_simulator()
     try:
         _, overflow = _launch_numba_saxpy(answer)
     except IndexError as error:
@@ -295,9 +294,8 @@ def _launches_a_right_grid(answer) -> str | None:
                 "it is given.")
     if not callable(answer):
         return f"expected a function apply_kernel(kernel, x, threads), got {type(answer).__name__}."
-    if numba_simulating() is False:
-        if not cuda_available():
-            return use_cuda_simulator()
+    if numba_simulating() is False and not cuda_available():
+        return use_cuda_simulator()
     use_cuda_simulator()
     for n, threads in LAUNCH_CASES:
         _, wrong = _launch_problem(answer, n, threads)

@@ -222,15 +222,11 @@ def _calls(log):
     return [entry for entry in log if entry[0] == "call"]
 
 
-def _is_out_of_memory(error) -> bool:
-    import torch
-
-    return isinstance(error, torch.OutOfMemoryError)
-
-
 def _how_it_halved(log, total, min_rows, error) -> str | None:
     """What is wrong with the order of the calls: the whole batch first, then after each out-of-memory error the
     cache emptied and the same slice tried again with half the rows, never fewer than ``min_rows``."""
+    import torch
+
     calls = _calls(log)
     if not calls:
         return "your function never called f: call it on slices of x."
@@ -244,7 +240,7 @@ def _how_it_halved(log, total, min_rows, error) -> str | None:
         later = log[i + 1:]
         following = next((e for e in later if e[0] == "call"), None)
         if following is None:
-            if _is_out_of_memory(error):
+            if isinstance(error, torch.OutOfMemoryError):
                 return (f"your function let the out-of-memory error with {size} rows escape: catch "
                         "torch.OutOfMemoryError, halve the slice and try again.")
             return (f"after running out of memory on the slice starting at row {start} you never tried the same "

@@ -119,11 +119,10 @@ def _counted(answer, blocks, threads, arrays, guard: str):
     """(the counts, None) of a launch on the simulator, or (None, what is wrong)."""
     try:
         return count_accesses(answer, blocks, threads, *arrays), None
-    except IndexError as error:
-        if "out of bounds" not in str(error):  # NumPy's words for an index past the end; others are not that
-            return None, f"launching your kernel on Numba's CUDA simulator raised {error_line(error)}"
-        return None, f"a thread indexed past the end of an array ({first_line(error)}): {guard}"
     except Exception as error:  # noqa: BLE001 - the reader's kernel: any error is the answer to report
+        # "out of bounds": NumPy's words for an index past the end; other IndexErrors are not that
+        if isinstance(error, IndexError) and "out of bounds" in str(error):
+            return None, f"a thread indexed past the end of an array ({first_line(error)}): {guard}"
         return None, f"launching your kernel on Numba's CUDA simulator raised {error_line(error)}"
 
 

@@ -81,12 +81,6 @@ class _WatchProducts:
         self._mode.__exit__(*exc)
 
 
-def _on(device, tensor):
-    import torch
-
-    return tensor.to(torch.device(device))
-
-
 # ------------------------------------------------------------------------------------------ ex-prec-fp16-scaled
 _ROWS, _INNER, _COLUMNS = 48, 32, 40
 
@@ -100,12 +94,12 @@ def _large_matrices(device):
     generator = torch.Generator().manual_seed(15)
     a = 256 * torch.randint(-8, 9, (_ROWS, _INNER), generator=generator).float()
     b = 64 * torch.randint(-8, 9, (_INNER, _COLUMNS), generator=generator).float()
-    return _on(device, a), _on(device, b)
+    return a.to(device), b.to(device)
 
 
 def _exact_product(device):
     a, b = _large_matrices("cpu")
-    return _on(device, (a.double() @ b.double()).float())
+    return (a.double() @ b.double()).float().to(device)
 
 
 def _multiplies_in_float16(answer, device) -> str | None:
@@ -285,7 +279,7 @@ class NumberedSamples:
 def _every_sample(device):
     import torch
 
-    return _on(device, torch.arange(_SAMPLES))
+    return torch.arange(_SAMPLES).to(device)
 
 
 def _loads_ahead(answer, device) -> str | None:

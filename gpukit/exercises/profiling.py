@@ -175,12 +175,10 @@ def _never_waits(answer, device) -> str | None:
         events, steps, copies, model = _profile_steps(answer, device, max_norm=_MAX_NORM)
     except _TrainedNothing:
         return _TRAINED_NOTHING
-    except TypeError as error:
-        if "max_norm" in str(error) or "argument" in str(error):
+    except Exception as error:  # the reader's code: report whatever it raised
+        if isinstance(error, TypeError) and ("max_norm" in str(error) or "argument" in str(error)):
             return (_raised("the check calls your step as step(model, optimiser, x, y, max_norm=...); it", error)
                     + ". Keep the given step's arguments.")
-        return _raised(f"training on {device}, your step", error) + "."
-    except Exception as error:  # the reader's code: report whatever it raised
         return _raised(f"training on {device}, your step", error) + "."
     waits = Counter(e.name for e in events if is_host_wait(e.name) and (_within(e, steps) or "DtoH" in e.name))
     if waits:

@@ -46,12 +46,6 @@ def _plain(function):
     return getattr(function, "_torchdynamo_orig_callable", function)
 
 
-def _on(device, tensor):
-    import torch
-
-    return tensor.to(torch.device(device))
-
-
 # ----------------------------------------------------------------------------------- ex-torch-fix-mismatch
 _OFFSET = (0.5, -1.0, 2.0)
 _SCALE = (0.1, 0.2, 0.4)
@@ -70,7 +64,7 @@ def _sensor_batch(device):
     import torch
 
     generator = torch.Generator().manual_seed(7)
-    return _on(device, torch.randn(5, 3, generator=generator))
+    return torch.randn(5, 3, generator=generator).to(device)
 
 
 def _standardised(device):
@@ -139,7 +133,7 @@ def _small_regression(device):
         model.bias.zero_()
     model.to(torch.device(device))
     optimiser = torch.optim.SGD(model.parameters(), lr=0.05)
-    return model, optimiser, _on(device, x), _on(device, y)
+    return model, optimiser, x.to(device), y.to(device)
 
 
 def _losses_of_the_usual_loop(device):
@@ -202,7 +196,7 @@ def _either_side_of_the_if(device):
     import torch
 
     small = torch.linspace(-0.9, 0.6, 33)
-    return _on(device, small), _on(device, 4 * small)
+    return small.to(device), (4 * small).to(device)
 
 
 def _rescaled_values(device):
@@ -277,7 +271,7 @@ def _fit_problems(n: int, device):
     coefficients = torch.randn(n, 1, _FIT_DEGREE + 1, generator=generator)
     powers = times.unsqueeze(-1) ** torch.arange(_FIT_DEGREE + 1)
     values = (powers * coefficients).sum(-1) + 0.05 * torch.randn(n, _FIT_SAMPLES, generator=generator)
-    return _on(device, times), _on(device, values)
+    return times.to(device), values.to(device)
 
 
 def _fits_in_float64(device):
@@ -287,7 +281,7 @@ def _fits_in_float64(device):
     times, values = (t.cpu().double() for t in _fit_problems(_MANY, "cpu"))
     vander = times.unsqueeze(-1) ** torch.arange(_FIT_DEGREE + 1, dtype=torch.float64)
     fits = torch.linalg.lstsq(vander, values.unsqueeze(-1)).solution.squeeze(-1)
-    return _on(device, fits.float())
+    return fits.float().to(device)
 
 
 class _CountOperations:

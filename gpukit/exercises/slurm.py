@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -17,7 +15,7 @@ from gpukit.topics.slurm import (
     time_minutes,
 )
 
-from .checking import Exercise, register
+from .checking import Exercise, register, script_text
 
 SLURM_SWEEP = {"learning_rates": 5, "seeds": 4, "at_once": 6}  # the grid and queue limit of ex-slurm-array
 SWEEP_SCRIPT = "sweep20.py"  # the task script of ex-slurm-array: it takes the grid index as its argument
@@ -45,20 +43,6 @@ ARRAY_SCRIPT_SOLUTION = """\
 set -euo pipefail
 python sweep20.py "$SLURM_ARRAY_TASK_ID"
 """
-
-
-def _script_text(answer) -> tuple[str | None, str | None]:
-    """(the job script's text, None) from a str holding it or a path to it; else (None, what is wrong)."""
-    if isinstance(answer, (str, os.PathLike)):
-        looks_like_a_path = isinstance(answer, os.PathLike) or ("\n" not in answer and Path(answer).is_file())
-        if looks_like_a_path:
-            path = Path(answer)
-            if not path.is_file():
-                return None, f"there is no file at {path.name}: pass the script's text, or the path of its file."
-            return path.read_text(encoding="utf-8", errors="replace"), None
-        return answer, None
-    return None, (f"expected the job script as text (a str, e.g. a triple-quoted string) or the path of its file, "
-                  f"got {type(answer).__name__}.")
 
 
 def _what_sbatch_misreads(script) -> str | None:
@@ -111,7 +95,7 @@ def _sbatch_refuses(text: str, reference: str) -> str | None:
 def _read(answer):
     """(text, script, what is wrong): the answer as a job script, and why it is not one that sbatch reads as
     its writer meant (not a script, or a directive sbatch misreads), or None."""
-    text, wrong = _script_text(answer)
+    text, _, wrong = script_text(answer, "the job script as text (a str, e.g. a triple-quoted string)")
     if wrong:
         return None, None, wrong
     script = read_job_script(text)
