@@ -6,25 +6,18 @@ wrong answers; these are the other right answers.)"""
 
 import time
 
-import pytest
 import torch
 
 from gpukit import check
 from gpukit.core.peaks import device_peak
 from gpukit.exercises import benchmarks, case_study
-from tests.support.device_probe import force_the_cpu
+from tests.support.exercise_cases import on_the_cpu  # noqa: F401 - the autouse fixture
 
 device = "cpu"  # on_the_cpu forces it for the checks too
 
 
 def peak_flops():
     return device_peak(device, "float32", operation="matmul").flops_per_s
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu(monkeypatch):
-    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
-    force_the_cpu(monkeypatch)
 
 
 def test_the_spectral_power_by_parseval_or_vmap_passes():

@@ -1,17 +1,10 @@
 """Chapter 2's checks accept every right way of writing an answer, not only the lesson's solution."""
 
 import numpy as np
-import pytest
 import torch
 
 from gpukit.exercises import check
-from tests.support.device_probe import force_the_cpu
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu(monkeypatch):
-    """These tests check the checks' logic, not this machine's device: they run on the CPU wherever they run."""
-    force_the_cpu(monkeypatch)
+from tests.support.exercise_cases import on_the_cpu  # noqa: F401 - the autouse fixture
 
 
 def test_other_right_ways_to_make_worker_generators_pass():

@@ -65,8 +65,8 @@ def test_the_reason_bound_only_where_the_gpu_is_missing_is_found():
     assert "'no_gpu' is used where always" in str(problem)
 
 
-def test_a_name_bound_on_every_branch_or_under_the_same_condition_is_fine():
-    assert names(lesson("""
+@pytest.mark.parametrize(("cells", "unbound"), [
+    pytest.param(["""
         gpu_ready = flag()
         if cupy is None:
             reason = "no CuPy"
@@ -83,11 +83,8 @@ def test_a_name_bound_on_every_branch_or_under_the_same_condition_is_fine():
             b_gpu = a_gpu * 2
         if gpu_ready and a_gpu.size:
             print(b_gpu)
-        """)) == []
-
-
-def test_a_name_bound_under_one_condition_and_used_under_another_is_found():
-    assert names(lesson("""
+        """], [], id="a_name_bound_on_every_branch_or_under_the_same_condition_is_fine"),
+    pytest.param(["""
         gpu_ready = flag()
         if gpu_ready:
             a_gpu = make()
@@ -96,12 +93,10 @@ def test_a_name_bound_under_one_condition_and_used_under_another_is_found():
         print(a_gpu)
         print(gpu_ready and a_gpu)
         print(a_gpu if gpu_ready else None, None if gpu_ready else a_gpu)
-        """)) == ["a_gpu", "a_gpu", "a_gpu"]  # once for each use under other conditions
-
-
-def test_conditions_learnt_from_assignments():
+        """], ["a_gpu", "a_gpu", "a_gpu"],  # once for each use under other conditions
+        id="a_name_bound_under_one_condition_and_used_under_another_is_found"),
     # `simulating` implies `numba`; `built is not None` implies the condition it was built under.
-    assert names(lesson("""
+    pytest.param(["""
         numba = optional_import("numba", why)
         can = tools()
         built = None
@@ -117,11 +112,8 @@ def test_conditions_learnt_from_assignments():
             print(build_log)
         if not (built is None):
             print(build_log)
-        """)) == []
-
-
-def test_negations_are_read_as_a_reader_writes_them():
-    assert names(lesson("""
+        """], [], id="conditions_learnt_from_assignments"),
+    pytest.param(["""
         if device != "mps":
             m = 1
         if not (device == "mps"):
@@ -132,11 +124,8 @@ def test_negations_are_read_as_a_reader_writes_them():
             print(j)
         if device == "mps":
             print(m)
-        """)) == ["m"]
-
-
-def test_try_binds_only_where_the_body_and_every_handler_bind():
-    assert names(lesson("""
+        """], ["m"], id="negations_are_read_as_a_reader_writes_them"),
+    pytest.param(["""
         try:
             ptx = compile_it()
         except FileNotFoundError as missing:
@@ -153,11 +142,8 @@ def test_try_binds_only_where_the_body_and_every_handler_bind():
         except ImportError:
             raise SystemExit("needed")
         print(bar)
-        """)) == ["foo"]
-
-
-def test_a_function_is_checked_where_it_is_called_for_the_globals_it_reads():
-    assert names(lesson("""
+        """], ["foo"], id="try_binds_only_where_the_body_and_every_handler_bind"),
+    pytest.param(["""
         def copy_seconds(source):
             return stream_of(source)
 
@@ -169,20 +155,21 @@ def test_a_function_is_checked_where_it_is_called_for_the_globals_it_reads():
         if gpu:
             print(first_and_later(1))
         print(first_and_later(2))
-        """)) == ["stream_of (read by copy_seconds())"]
+        """], ["stream_of (read by copy_seconds())"],
+        id="a_function_is_checked_where_it_is_called_for_the_globals_it_reads"),
+    pytest.param(["""
+        rows = [x * 2 for x in range(3)]
+        pairs = {k: v for k, v in zip(rows, rows) if k > limit}
+        key = lambda row: row.total + offset
+        """], ["limit", "offset"], id="comprehension_and_lambda_variables_are_their_own"),
+])
+def test_names_unbound_on_a_branch_are_found_and_only_those(cells, unbound):
+    assert names(lesson(*cells)) == unbound
 
 
 def test_hidden_cells_names_are_seen_by_hidden_cells_only():
     problems = unbound_names(lesson("total = 1", "story = f'{total}'", "print(story)", "glue(story)", hidden=(2, 4)))
     assert [(p.where, p.name) for p in problems] == [("cell 3", "story")]
-
-
-def test_comprehension_and_lambda_variables_are_their_own():
-    assert names(lesson("""
-        rows = [x * 2 for x in range(3)]
-        pairs = {k: v for k, v in zip(rows, rows) if k > limit}
-        key = lambda row: row.total + offset
-        """)) == ["limit", "offset"]
 
 
 def test_solutions_run_after_their_cell_in_the_visible_scope():

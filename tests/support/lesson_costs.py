@@ -18,13 +18,11 @@ and booktools' unit tests. A lesson's cost is what adding one like it adds to `m
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 KINDS = ("nbval", "thin kernel", "exercises", "lesson tests")
-NOTEBOOK_NAME = re.compile(r"\b(\d\d-[a-z0-9-]+)(?:\.ipynb)?\b")
 
 
 def lesson_of_file(text: str, lessons: Iterable[str]) -> str | None:

@@ -26,22 +26,6 @@ def matmul_fraction(n):
     return 2 * n**3 / timing.median / peak_flops()
 
 
-def timed_by_hand(n):
-    """The same without gpukit: a warm-up, then the clock around products, waiting for the device."""
-    a = torch.randn(n, n, device=device)
-    a @ a
-    times = []
-    for _ in range(5):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        a @ a
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / sorted(times)[2] / peak_flops()
-
-
 def n_cubed(n):
     a = torch.randn(n, n, device=device)
     return n**3 / benchmark(torch.matmul, a, a, device=device).median / peak_flops()
@@ -131,7 +115,6 @@ WRONG_ANSWERS = {
     ],
     "ex-bench-best-cpu-rate": _wrong_cpu_rates,
 }
-
 
 
 # The planted device mistakes (tests/exercises/test_planted_device_mistakes.py).

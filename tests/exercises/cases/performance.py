@@ -91,16 +91,6 @@ def compile_for_any_batch(fn, backend):
     return torch.compile(fn, backend=backend, dynamic=True)
 
 
-def marked_dynamic(fn, backend):  # the solution's other way: mark the batch dimension
-    compiled = torch.compile(fn, backend=backend)
-
-    def run(x, *args):
-        torch._dynamo.mark_dynamic(x, 0)
-        return compiled(x, *args)
-
-    return run
-
-
 def default_compile(fn, backend):  # compiles for the first size, then once more, dynamic
     return torch.compile(fn, backend=backend)
 

@@ -84,14 +84,21 @@ def test_gpu_peak_rejects_bad_names(bad):
         gpu_peak(bad, operation="matmul")
 
 
-def test_unknown_dtype_is_named():
-    with pytest.raises(ValueError, match="int8"):
-        gpu_peak("A100", "int8", operation="matmul")
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda: gpu_peak("A100", "int8", operation="matmul"), ValueError, "int8"),
     # The tensor-core precisions have a peak for matrix products only.
-    with pytest.raises(ValueError, match="float16 has a peak for matrix products"):
-        gpu_peak("A100", "float16", operation="elementwise")
-    with pytest.raises(ValueError, match="int8"):
-        estimate_cpu_peak("int8", cpuinfo=cpuinfo(), max_mhz=1000)
+    (lambda: gpu_peak("A100", "float16", operation="elementwise"), ValueError,
+     "float16 has a peak for matrix products"),
+    (lambda: estimate_cpu_peak("int8", cpuinfo=cpuinfo(), max_mhz=1000), ValueError, "int8"),
+    # The operation must be named and known.
+    (lambda: gpu_peak("NVIDIA H100 80GB HBM3", "float64"), TypeError, "operation"),
+    (lambda: gpu_peak("NVIDIA H100 80GB HBM3", "float64", operation="gemm"), ValueError,
+     "'matmul', 'elementwise'.*'gemm'"),
+    (lambda: device_peak("cpu", operation="reduction"), ValueError, "operation"),
+], ids=["gpu-int8", "gpu-float16-elementwise", "cpu-int8", "no-operation", "gpu-gemm", "cpu-reduction"])
+def test_an_unknown_dtype_or_operation_is_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
 
 
 HEADER = ("device,match,fp32_tflop_s,fp64_tflop_s,fp64_tensor_tflop_s,tf32_tensor_tflop_s,bf16_tensor_tflop_s,"
@@ -135,8 +142,6 @@ def test_bad_or_empty_pattern_names_the_row(tmp_path):
     path.write_text(HEADER + "Any GPU,,1,1,1,1,1,1,1,sheet\n")
     with pytest.raises(ValueError, match="match is empty"):
         published_peaks(path)
-
-
 
 
 @pytest.mark.parametrize(
@@ -203,10 +208,6 @@ def test_given_cpuinfo_is_not_paired_with_this_machines_clock(monkeypatch):
         estimate_cpu_peak(cpuinfo=cpuinfo(), max_mhz=-1)
 
 
-
-
-
-
 def test_cpu_peak_is_none_when_it_cannot_be_estimated(monkeypatch, tmp_path):
     assert estimate_cpu_peak(cpuinfo=cpuinfo(flags="fpu"), max_mhz=2000) is None  # no known SIMD
     monkeypatch.setattr(machine, "CPUINFO", tmp_path / "missing")
@@ -234,18 +235,6 @@ def test_device_peak_for_cpu_and_bad_device():
 def test_peak_str_says_unknown():
     text = str(Peak("x", None, None, "nowhere"))
     assert "unknown" in text and "nowhere" in text
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 @pytest.mark.parametrize(("name", "device"), DEVICE_NAMES.items())
@@ -325,15 +314,6 @@ def test_float32_and_gpus_without_fp64_tensor_cores_have_one_peak(operation):
     assert gpu_peak("Tesla T4", "float64", operation=operation).flops_per_s is None
 
 
-def test_the_operation_must_be_named_and_known():
-    with pytest.raises(TypeError, match="operation"):
-        gpu_peak("NVIDIA H100 80GB HBM3", "float64")
-    with pytest.raises(ValueError, match="'matmul', 'elementwise'.*'gemm'"):
-        gpu_peak("NVIDIA H100 80GB HBM3", "float64", operation="gemm")
-    with pytest.raises(ValueError, match="operation"):
-        device_peak("cpu", operation="reduction")
-
-
 def test_peak_text_names_the_units():
     text = str(gpu_peak("NVIDIA A100-SXM4-40GB", "float64", operation="matmul"))
     assert "19.5 TFLOP/s (float64 matmul on FP64 tensor cores)" in text and "datasheet" in text
@@ -354,8 +334,6 @@ def test_h100_nvl_row_names_its_datasheet_edition():
     assert "edition" in source and "per GPU" in source
 
 
-
-
 def test_cpu_estimate_is_the_same_peak_for_both_operations():
     estimate = estimate_cpu_peak("float64", cpuinfo=cpuinfo(), max_mhz=2000)
     assert estimate.as_peak("matmul").flops_per_s == estimate.as_peak("elementwise").flops_per_s
@@ -374,8 +352,6 @@ def test_reference_tables_ship_inside_the_package():
         assert data_file(name).is_file()
     assert not (REPO / "data" / "hardware-peaks.csv").exists()
     assert not (REPO / "data" / "published-gpu-figures.csv").exists()
-
-
 
 
 @pytest.fixture
@@ -408,8 +384,6 @@ def test_device_peak_on_an_unknown_fake_gpu(fake_cuda, monkeypatch):
 
 def test_device_peak_on_mps_is_none():
     assert device_peak("mps", operation="matmul") is None
-
-
 
 
 def test_a_non_editable_install_finds_its_tables(tmp_path):

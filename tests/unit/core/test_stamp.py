@@ -19,15 +19,13 @@ def test_every_kind_of_need_has_words(needs):
     assert NEEDS[needs] in lesson_stamp(needs, "cpu").text()
 
 
-@pytest.mark.parametrize("bad", ["GPU", "", None, "tpu"])
-def test_stamp_rejects_unknown_needs(bad):
-    with pytest.raises(ValueError, match="needs must be one of"):
-        lesson_stamp(bad, "cpu")
-
-
-def test_stamp_rejects_an_unknown_device():
-    with pytest.raises(ValueError, match="unknown device"):
-        lesson_stamp("cpu", "tpu")
+@pytest.mark.parametrize(("needs", "device", "message"), [
+    ("GPU", "cpu", "needs must be one of"), ("", "cpu", "needs must be one of"), (None, "cpu", "needs must be one of"),
+    ("tpu", "cpu", "needs must be one of"), ("cpu", "tpu", "unknown device"),
+])
+def test_stamp_rejects_unknown_needs_and_devices(needs, device, message):
+    with pytest.raises(ValueError, match=message):
+        lesson_stamp(needs, device)
 
 
 def test_the_notes_say_whose_run_the_page_shows_and_when_it_is_out_of_date(tmp_path):

@@ -113,8 +113,6 @@ def test_balance_and_shorter_piece():
     assert result.saved_seconds == pytest.approx(0.05)
 
 
-
-
 def test_a_saving_larger_than_the_shorter_piece_is_said_as_such():
     """The first H100 run printed "hid 284% of the shorter piece": together took less than the longer piece alone,
     which hiding cannot do. The sentence now says what was saved and that the pieces ran faster together."""

@@ -71,9 +71,6 @@ class _Pool:
     def free_all_blocks(self) -> None:
         return None
 
-    def n_free_blocks(self) -> int:
-        return 0
-
 
 _POOL, _PINNED_POOL = _Pool(), _Pool()
 

@@ -83,8 +83,3 @@ class Event:
 
     def synchronize(self) -> None:
         return None
-
-
-def get_elapsed_time(start_event: Event, end_event: Event) -> float:
-    """Milliseconds between two events, as CuPy's function returns them."""
-    return (end_event.time - start_event.time) * 1e3
