@@ -5,8 +5,7 @@ see both.
   the loopback address only, with their files in ``_build/cache`` (:func:`gpukit.base.paths.state_dir`);
 - :func:`local_ray_options` is Ray's loopback-only guard: :func:`ray_may_start` decides whether Ray may start
   here, and :func:`ray_init_options` keeps it local, with its sockets on a short path
-  (:func:`gpukit.base.paths.socket_dir`) whatever the clone's path;
-- :func:`listening_addresses` shows where a process and its children listen (the tests use it).
+  (:func:`gpukit.base.paths.socket_dir`) whatever the clone's path.
 """
 
 from __future__ import annotations
@@ -161,19 +160,3 @@ def local_ray_options(num_cpus: int) -> dict | None:
     if not skip_unless(allowed, reason):
         return None
     return ray_init_options(num_cpus)
-
-
-def listening_addresses(pid: int | None = None) -> set[str]:
-    """The IP addresses on which process ``pid`` (default: this one) and all its descendants listen (TCP)."""
-    import psutil
-
-    root = psutil.Process(pid)
-    addresses = set()
-    for process in (root, *root.children(recursive=True)):
-        try:
-            connections = (process.net_connections(kind="tcp") if hasattr(process, "net_connections")
-                           else process.connections(kind="tcp"))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        addresses.update(c.laddr.ip for c in connections if c.status == psutil.CONN_LISTEN)
-    return addresses

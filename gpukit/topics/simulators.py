@@ -10,12 +10,11 @@ library sees it:
 * ``TRITON_INTERPRET=1``: Triton reads it when ``@triton.jit`` decorates a kernel, which then runs in NumPy
   on CPU tensors. Setting it before ``import triton`` is the safe rule.
 
-:func:`use_cuda_simulator` and :func:`use_triton_interpreter` set the variable only where there is no CUDA
-GPU (on a GPU the kernels should run for real) and return a sentence saying what they did.
-:func:`numba_simulating` and :func:`triton_interpreting` tell which mode a process or a kernel is in, and
-:func:`is_numba_cuda_kernel` whether an object is a Numba CUDA kernel. Chapter 9 sets the two variables in plain
-code; the exercise checks (:mod:`gpukit.exercises.kernels`) use these functions to launch a reader's kernel in the
-mode the reader's notebook is in.
+:func:`use_cuda_simulator` sets Numba's only where there is no CUDA GPU (on a GPU the kernels should run for
+real) and returns a sentence saying what it did. :func:`numba_simulating` and :func:`triton_interpreting` tell
+which mode a process or a kernel is in, and :func:`is_numba_cuda_kernel` whether an object is a Numba CUDA kernel.
+Chapter 9 sets the two variables in plain code; the exercise checks (:mod:`gpukit.exercises.kernels`) use these
+functions to launch a reader's kernel in the mode the reader's notebook is in.
 
 Numba's CUDA target can be importable and still fail at its first kernel: on the first GPU run of the book,
 numba-cuda 0.30.4 beside NumPy 2.5.2 raised ``AttributeError: module 'numpy' has no attribute 'row_stack'``
@@ -61,11 +60,6 @@ from gpukit.core.device import cuda_available, gpu_required
 from gpukit.core.optional import install_command, installed_version, optional_import, pinned_requirement
 
 NUMBA_FLAG = "NUMBA_ENABLE_CUDASIM"
-TRITON_FLAG = "TRITON_INTERPRET"
-
-
-def _flag_on(environ: MutableMapping[str, str], name: str) -> bool:
-    return environ.get(name, "0").strip().lower() in ("1", "true", "yes", "on")
 
 
 def numba_simulating() -> bool | None:
@@ -97,23 +91,6 @@ def use_cuda_simulator(environ: MutableMapping[str, str] | None = None, gpu: boo
     environ[NUMBA_FLAG] = "1"
     return (f"No CUDA GPU: {NUMBA_FLAG}=1, so Numba's kernels will run on its CUDA simulator, one Python "
             "thread per CUDA thread (keep the grids tiny).")
-
-
-def use_triton_interpreter(environ: MutableMapping[str, str] | None = None, gpu: bool | None = None) -> str:
-    """Switch Triton's interpreter on where there is no CUDA GPU; return a sentence saying what holds.
-
-    Kernels decorated with ``@triton.jit`` before this call keep the mode they were made in.
-    """
-    environ = os.environ if environ is None else environ
-    gpu = cuda_available() if gpu is None else gpu
-    if gpu:
-        if _flag_on(environ, TRITON_FLAG):
-            return (f"A CUDA GPU is present, but {TRITON_FLAG} is set, so Triton's kernels will run in its "
-                    "interpreter on the CPU; unset it to compile them for the GPU.")
-        return "A CUDA GPU is present: Triton will compile its kernels for it (the interpreter stays off)."
-    environ[TRITON_FLAG] = "1"
-    return (f"No CUDA GPU: {TRITON_FLAG}=1, so Triton's kernels will run in its interpreter, on CPU tensors "
-            "(kernels decorated from now on).")
 
 
 def triton_interpreting(kernel) -> bool:

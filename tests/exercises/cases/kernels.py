@@ -7,12 +7,14 @@ CUDA GPU), so that importing this module imports neither numba nor triton. Where
 exercise's tests skip.
 """
 
+import os
 from functools import cache
 
 import numpy as np
 import pytest
 
-from gpukit.topics.simulators import use_cuda_simulator, use_triton_interpreter
+from gpukit.core.device import cuda_available
+from gpukit.topics.simulators import use_cuda_simulator
 from tests.support.exercise_cases import on_the_lessons_device, prediction_slips, roofline_mistakes
 
 
@@ -38,7 +40,8 @@ def numba_kernels():
 
 @cache
 def triton_kernels():
-    use_triton_interpreter()  # before the kernels below are decorated
+    if not cuda_available():  # Triton's interpreter, switched on before the kernels below are decorated
+        os.environ["TRITON_INTERPRET"] = "1"
     pytest.importorskip("triton")
     import triton
     import triton.language as tl

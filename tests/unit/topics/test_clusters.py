@@ -6,8 +6,9 @@ import pytest
 from gpukit.base import paths
 from gpukit.base.paths import LOOPBACK, socket_dir
 from gpukit.topics import clusters
-from gpukit.topics.clusters import listening_addresses, local_ray_options, ray_init_options
+from gpukit.topics.clusters import local_ray_options, ray_init_options
 from tests.support.booktoc import ROOT
+from tests.support.netns import listening_addresses
 
 REPO = ROOT
 

@@ -42,16 +42,6 @@ def test_numba_simulating_is_none_before_numba_is_imported(monkeypatch):
     assert simulators.numba_simulating() is None
 
 
-def test_the_interpreter_is_switched_on_only_without_a_gpu(monkeypatch):
-    environ = {}
-    assert "interpreter" in simulators.use_triton_interpreter(environ, gpu=False)
-    assert environ == {"TRITON_INTERPRET": "1"}
-    monkeypatch.setattr(simulators, "cuda_available", lambda: True)
-    clean = {}
-    assert "compile its kernels" in simulators.use_triton_interpreter(clean) and clean == {}
-    assert "unset it" in simulators.use_triton_interpreter({"TRITON_INTERPRET": "1"})
-
-
 def test_kernel_kinds_are_recognised_by_their_type_names():
     InterpretedFunction = type("InterpretedFunction", (), {})
     FakeCUDAKernel = type("FakeCUDAKernel", (), {})
