@@ -887,7 +887,7 @@ def environment_facts() -> dict:
              "pytest"]
     facts: dict = {"python": platform.python_version(), "executable": sys.executable,
                    "system": f"{platform.system()} {platform.machine()}", "cores": usable_cores(),
-                   "versions": {name: installed_version(name) for name in names if installed_version(name)}}
+                   "versions": {name: version for name in names if (version := installed_version(name))}}
     smi = machine.nvidia_smi_gpus() or []
     facts["nvidia_smi"] = smi
     facts["driver"] = machine.driver_in_smi_lines(smi)
