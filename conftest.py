@@ -25,11 +25,17 @@ from tests.support import lesson_runs
 from tests.support.lesson_solutions import as_tested
 
 # The fixture `fake_cuda` (tests/support/fake_cuda.py): one stand-in CUDA GPU on a CPU-only PyTorch, for any test that
-# runs
-# the book's CUDA code paths here; `made_up_cpu` and `pcie5` (tests/support/made_up_machines.py): the CPU and the link
-# the
-# prediction tests work their figures out for.
+# runs the book's CUDA code paths here; `made_up_cpu` and `pcie5` (tests/support/made_up_machines.py): the CPU and the
+# link the prediction tests work their figures out for.
 pytest_plugins = ("tests.support.fake_cuda", "tests.support.made_up_machines")
+
+# The tests run lessons side by side, one per worker, on as many cores as workers. By default the OpenMP threads of
+# PyTorch's CPU build spin for a while after each parallel region, waiting for more work, and a spinning thread takes
+# the core that the lesson beside it needs. Told to sleep instead, three lessons under nbval (02, 10 and 17, two
+# workers on 2 cores) cost 105 core-seconds twice, against 119 and 131 spinning, and finished in 63 s, not 71-78.
+# How threads wait changes how long work takes, never what it computes; `make book`, whose outputs readers see, leaves
+# OpenMP as a learner's kernel has it. A value set before pytest starts is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     import resource
