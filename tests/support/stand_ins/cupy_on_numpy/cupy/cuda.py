@@ -1,10 +1,9 @@
 """``cupy.cuda`` of the NumPy stand-in: one "device", ready unless CUDA_VISIBLE_DEVICES hides it (as CUDA would);
-streams and events that keep the host's time."""
+streams that are always done."""
 
 from __future__ import annotations
 
 import os
-import time
 
 NAME = "CuPy stand-in on NumPy (no GPU)"
 
@@ -72,14 +71,3 @@ class Stream:
 
 def get_current_stream(device_id=-1) -> Stream:
     return Stream(null=True)
-
-
-class Event:
-    def __init__(self, block=False, disable_timing=False, interprocess=False):
-        self.time = None
-
-    def record(self, stream=None) -> None:
-        self.time = time.perf_counter()
-
-    def synchronize(self) -> None:
-        return None
